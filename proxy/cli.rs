@@ -1,0 +1,177 @@
+//! cli: the `sluice` subcommands. Parses nothing itself (clap does, in
+//! `main.rs`); turns a command into a call and an exit code.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{self, Intercept, Snapshot};
+use crate::policy::{AllowMode, TaintMode};
+
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about = "An allow-list egress proxy with taint-aware body blocking")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve. Without --config, the embedded config/default.toml.
+    Run {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Validate a config, then print what each task may reach.
+    Check {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+/// Runs a command. Exit codes: 0 ok, 1 invalid config or refused
+/// operation (usage errors exit 2 in clap).
+pub fn execute(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Run { config } => {
+            let snapshot = match config::load(config.as_deref(), 1) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("sluice: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            let rt = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("sluice: cannot start the async runtime: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            match rt.block_on(crate::server::run(snapshot)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("sluice: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Check { config } => match config::load(config.as_deref(), 1) {
+            Ok(s) => {
+                print!("{}", check_report(&s));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}
+
+/// `sluice check`'s table: one row per task; `!` marks anything wider than
+/// the defaults.
+pub fn check_report(s: &Snapshot) -> String {
+    let mut out = format!("config {} is valid: {} task(s)\n", s.source, s.tasks.len());
+    let header = [
+        "TASK", "LISTEN", "ALLOW", "ALLOW_MODE", "TAINT", "INTERCEPT", "PRIVATE",
+    ];
+    let mut rows: Vec<[String; 7]> = vec![header.map(String::from)];
+    for t in &s.tasks {
+        // Group ports per host: "github.com:80,443".
+        let mut by_host: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for entry in t.rules.allow.sorted() {
+            if let Some((h, p)) = entry.rsplit_once(':') {
+                by_host.entry(h.to_string()).or_default().push(p.to_string());
+            }
+        }
+        let allow = if by_host.is_empty() {
+            "(nothing)".to_string()
+        } else {
+            by_host
+                .iter()
+                .map(|(h, ports)| {
+                    let mut ports = ports.clone();
+                    ports.sort_by_key(|p| p.parse::<u32>().unwrap_or(0));
+                    format!("{h}:{}", ports.join(","))
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let allow_mode = match t.rules.allow_mode {
+            AllowMode::Enforce => "enforce".to_string(),
+            AllowMode::Shadow => "!shadow".to_string(),
+        };
+        let mut taint = match t.taint.mode {
+            TaintMode::Enforce => "enforce".to_string(),
+            TaintMode::Shadow => "!shadow".to_string(),
+            TaintMode::Off => "!off".to_string(),
+        };
+        if !t.taint.exempt.is_empty() {
+            let mut ex: Vec<_> = t.taint.exempt.iter().cloned().collect();
+            ex.sort();
+            taint.push_str(&format!(" !exempt={}", ex.join(",")));
+        }
+        if t.taint.max_hosts > 100_000 {
+            taint.push_str(&format!(" !max_hosts={}", t.taint.max_hosts));
+        }
+        let mut intercept = match t.intercept {
+            Intercept::All => "all".to_string(),
+            Intercept::None => "!none".to_string(),
+        };
+        if !t.passthrough.is_empty() {
+            let mut p: Vec<_> = t.passthrough.iter().cloned().collect();
+            p.sort();
+            intercept.push_str(&format!(" !passthrough={}", p.join(",")));
+        }
+        let private = if t.rules.allow_private.is_empty() {
+            "-".to_string()
+        } else {
+            format!(
+                "!{}",
+                t.rules
+                    .allow_private
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        };
+        let listen = t
+            .listen
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        rows.push([
+            t.id.clone(),
+            listen,
+            allow,
+            allow_mode,
+            taint,
+            intercept,
+            private,
+        ]);
+    }
+    let mut widths = [0usize; 7];
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    for r in &rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

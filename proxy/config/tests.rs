@@ -1,0 +1,160 @@
+use super::*;
+
+fn check(text: &str) -> Result<Snapshot, Vec<Problem>> {
+    validate(text, Source::File("t.toml".into()), Path::new("/cfg"), 1).map_err(|e| match e {
+        ConfigError::Invalid { problems, .. } => problems,
+        other => panic!("unexpected {other}"),
+    })
+}
+
+const OK: &str = r#"
+[[task]]
+id = "build"
+listen = ["tcp:127.0.0.1:3128"]
+allow = ["Registry.NPMJS.org.", "github.com:443", "10.0.0.7:8080"]
+allow_private = ["10.0.0.0/8"]
+"#;
+
+#[test]
+fn embedded_default_is_valid() {
+    let snap = load(None, 1).expect("embedded default must be valid");
+    let task = snap.task("default").unwrap();
+    assert_eq!(task.listen, vec![ListenAddr::Tcp("127.0.0.1:3128".parse().unwrap())]);
+    assert_eq!(task.rules.taint_mode, TaintMode::Enforce);
+    assert!(task
+        .rules
+        .allow
+        .contains(&Host::Name("registry.npmjs.org".into()), 443));
+}
+
+#[test]
+fn valid_config_is_normalised() {
+    let snap = check(OK).unwrap();
+    let t = snap.task("build").unwrap();
+    let allow = t.rules.allow.sorted();
+    assert_eq!(
+        allow,
+        vec![
+            "github.com:443",
+            "registry.npmjs.org:80",
+            "registry.npmjs.org:443",
+            "10.0.0.7:8080",
+        ]
+    );
+    assert_eq!(snap.state_dir, Path::new("/cfg/sluice-state"));
+    assert_eq!(snap.limits, Limits::default());
+    assert_eq!(t.taint.max_hosts, 100_000);
+}
+
+/// Each invalid kind: (name, config, expected line, key fragment, message fragment).
+#[test]
+fn invalid_table() {
+    let cases: &[(&str, &str, usize, &str, &str)] = &[
+        (
+            "unknown key",
+            "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallwo = [\"x.example\"]\n",
+            4,
+            "toml",
+            "unknown field `allwo`",
+        ),
+        (
+            "duplicate task id",
+            "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:2\"]\n",
+            5,
+            "task.id",
+            "defined twice",
+        ),
+        (
+            "shared listener",
+            "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n[[task]]\nid = \"b\"\nlisten = [\"tcp:127.0.0.1:1\"]\n",
+            6,
+            "task[b].listen",
+            "belongs to one task",
+        ),
+        (
+            "bad cidr",
+            "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow_private = [\"10.0.0.0/33\"]\n",
+            4,
+            "task[a].allow_private",
+            "not a CIDR",
+        ),
+        (
+            "cidr with host bits",
+            "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow_private = [\"10.0.0.1/8\"]\n",
+            4,
+            "task[a].allow_private",
+            "host bits",
+        ),
+        (
+            "bad host",
+            "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\n  \"ok.example.com\",\n  \"bad host.example.com\",\n]\n",
+            6,
+            "task[a].allow",
+            "not a valid DNS name",
+        ),
+        (
+            "bad port",
+            "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"x.example.com:99999\"]\n",
+            4,
+            "task[a].allow",
+            "port",
+        ),
+        (
+            "non-canonical ip",
+            "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"0x7f000001:80\"]\n",
+            4,
+            "task[a].allow",
+            "canonical",
+        ),
+        (
+            "bad listener",
+            "[[task]]\nid = \"a\"\nlisten = [\"127.0.0.1:1\"]\n",
+            3,
+            "task[a].listen",
+            "must start with tcp:",
+        ),
+        (
+            "bad mode",
+            "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n[task.taint]\nmode = \"loud\"\n",
+            5,
+            "task[a].taint.mode",
+            "\"loud\"",
+        ),
+        (
+            "bad task id",
+            "[[task]]\nid = \"../x\"\nlisten = [\"tcp:127.0.0.1:1\"]\n",
+            2,
+            "task.id",
+            "names a folder",
+        ),
+        (
+            "admin shares listener",
+            "[admin]\nlisten = \"tcp:127.0.0.1:1\"\n[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n",
+            5,
+            "task[a].listen",
+            "admin",
+        ),
+    ];
+    for (what, text, line, key, msg) in cases {
+        let problems = check(text).expect_err(what);
+        let p = &problems[0];
+        assert_eq!(p.line, Some(*line), "case {what:?}: {p:?}");
+        assert!(p.key.contains(key), "case {what:?}: key {:?}", p.key);
+        assert!(p.message.contains(msg), "case {what:?}: message {:?}", p.message);
+    }
+}
+
+#[test]
+fn every_problem_is_reported() {
+    let text = "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"bad host\", \"x.example:0\"]\nallow_private = [\"nope\"]\n";
+    let problems = check(text).unwrap_err();
+    assert_eq!(problems.len(), 3, "{problems:?}");
+}
+
+#[test]
+fn error_text_names_file_line_and_key() {
+    let text = "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow_private = [\"nope\"]\n";
+    let err = validate(text, Source::File("conf/t.toml".into()), Path::new("conf"), 1).unwrap_err();
+    let shown = err.to_string();
+    assert!(shown.contains("conf/t.toml:4: task[a].allow_private"), "{shown}");
+}

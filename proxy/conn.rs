@@ -1,0 +1,339 @@
+//! conn: one client connection — parse each request (CONNECT or
+//! absolute-form), run it through the one decision pipeline, and hand the
+//! admitted plan to `forward` or `tunnel`.
+//!
+//! Every request gets exactly one decision and one access-log line, logged
+//! here (or, for relayed exchanges, when the exchange ends). Must not
+//! classify addresses or match allow-lists itself: that is `policy`.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{header, Method, Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tracing::Instrument;
+
+use crate::config::{Snapshot, TaskConfig};
+use crate::log::{AccessRecord, Kind, TaintedBy, Verdict};
+use crate::policy::{
+    self, target::parse_authority, CheckedAddr, Decision, Host, HostHeader, NameVerdict, Permit,
+    Refusal, Resolution, Rule, TaintState, Target,
+};
+use crate::respond::{self, ProxyBody};
+use crate::server::{Shared, TaskRuntime};
+use crate::tunnel::{self, RelayBytes, RelayEnd};
+
+/// Any byte stream a listener accepts.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+/// Who is on the other end of a connection.
+pub struct ConnCtx {
+    pub shared: Arc<Shared>,
+    pub task: Arc<TaskRuntime>,
+    /// `ip:port`, `unix` or `vsock:CID`.
+    pub client: Arc<str>,
+}
+
+static CONN_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Serves HTTP/1.1 on one client connection until it closes.
+pub async fn serve(stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
+    let span = tracing::debug_span!(
+        "conn",
+        conn.id = CONN_IDS.fetch_add(1, Ordering::Relaxed),
+        client = %ctx.client,
+        task = %ctx.task.id
+    );
+    let limits = ctx.shared.snapshot.load().limits.clone();
+    let shutdown = ctx.shared.shutdown.clone();
+    let svc_ctx = ctx.clone();
+    let service = service_fn(move |req| {
+        let ctx = svc_ctx.clone();
+        async move { Ok::<_, Infallible>(handle(ctx, req).await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192))
+        .keep_alive(true);
+    let conn = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::pin!(conn);
+    let result = async {
+        tokio::select! {
+            r = conn.as_mut() => r,
+            _ = shutdown.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+    if let Err(e) = result {
+        tracing::debug!(client = %ctx.client, error = %e, "client connection ended with an error");
+    }
+}
+
+/// What is known of an exchange for its log line and refusal message.
+pub struct Exchange {
+    pub kind: Kind,
+    pub method: Method,
+    pub host: String,
+    pub port: u16,
+    pub path: Option<String>,
+    /// For messages: `http://host:port/path` or `host:port`.
+    pub url: String,
+    pub body: bool,
+    pub started: Instant,
+    pub generation: u64,
+}
+
+impl ConnCtx {
+    /// Writes the one access-log line of an exchange.
+    pub fn record(
+        &self,
+        ex: &Exchange,
+        decision: Verdict,
+        refusal: Option<&Refusal>,
+        status: u16,
+        bytes: (u64, u64),
+    ) {
+        let rec = AccessRecord {
+            ts: crate::log::now_rfc3339(),
+            task: self.task.id.clone(),
+            client: self.client.clone(),
+            kind: ex.kind,
+            method: ex.method.as_str().to_string(),
+            host: ex.host.clone(),
+            port: ex.port,
+            path: ex.path.clone(),
+            decision,
+            rule: refusal.map(|r| r.rule.as_str()),
+            status,
+            body: ex.body,
+            bytes_up: bytes.0,
+            bytes_down: bytes.1,
+            duration_ms: ex.started.elapsed().as_millis() as u64,
+            tainted_by: refusal.and_then(|r| r.tainted_by.as_ref()).map(TaintedBy::from),
+            generation: ex.generation,
+        };
+        self.shared.log.access(&rec);
+    }
+
+    /// Logs a refusal and builds its response.
+    pub fn refuse(&self, ex: &Exchange, refusal: Refusal) -> Response<ProxyBody> {
+        let status = refusal.rule.status();
+        tracing::info!(
+            task = %self.task.id, client = %self.client, method = %ex.method, url = %ex.url,
+            rule = refusal.rule.as_str(), "refused: {}", refusal.reason
+        );
+        self.record(ex, Verdict::Deny, Some(&refusal), status, (0, 0));
+        respond::refusal(&self.task.id, ex.method.as_str(), &ex.url, &refusal)
+    }
+}
+
+/// An admitted request: where it may go, and any shadow-mode refusal to log.
+pub struct Admitted {
+    pub permit: Permit,
+    pub addrs: Vec<CheckedAddr>,
+    pub would_deny: Option<Refusal>,
+}
+
+impl Admitted {
+    /// The verdict and rule for the access log.
+    pub fn verdict(&self) -> (Verdict, Option<&Refusal>) {
+        match &self.would_deny {
+            Some(r) => (Verdict::WouldDeny, Some(r)),
+            None => (Verdict::Allow, None),
+        }
+    }
+}
+
+/// The decision pipeline shared by plain HTTP, CONNECT and (later)
+/// intercepted requests: name rules → resolve → classify → taint.
+pub async fn admit(
+    shared: &Shared,
+    task: &TaskConfig,
+    target: &Target,
+    host_header: &HostHeader,
+    carries_body: bool,
+) -> Result<Admitted, Refusal> {
+    let would_deny = match policy::decide_name(&task.rules, target, host_header) {
+        NameVerdict::Deny(r) => return Err(r),
+        NameVerdict::Proceed { would_deny } => would_deny,
+    };
+    let resolution = match &target.host {
+        Host::Ip(ip) => Resolution::Literal(*ip),
+        Host::Name(name) => shared.resolver.resolve(name).await,
+    };
+    // The taint store arrives with the taint issue; until then nothing is
+    // tainted and only the pipeline position exists.
+    let taint = TaintState::Clean;
+    match policy::decide_addresses(
+        &task.rules,
+        target,
+        &resolution,
+        &shared.own,
+        &taint,
+        carries_body,
+        would_deny,
+    ) {
+        Decision::Allow {
+            permit,
+            addrs,
+            would_deny,
+        } => Ok(Admitted {
+            permit,
+            addrs,
+            would_deny,
+        }),
+        Decision::Deny(r) => Err(r),
+    }
+}
+
+/// Parses the Host header(s) against a default port.
+pub fn host_header(headers: &http::HeaderMap, default_port: u16) -> HostHeader {
+    let mut values = headers.get_all(header::HOST).iter();
+    match (values.next(), values.next()) {
+        (None, _) => HostHeader::Absent,
+        (Some(_), Some(_)) => HostHeader::Many,
+        (Some(v), None) => HostHeader::One(match v.to_str() {
+            Ok(s) => parse_authority(s, Some(default_port)),
+            Err(_) => Err(policy::TargetError::BadName("<non-ASCII Host header>".into())),
+        }),
+    }
+}
+
+/// Does the request carry a body (SPEC §4)?
+pub fn carries_body(headers: &http::HeaderMap) -> bool {
+    let content_length = headers
+        .get_all(header::CONTENT_LENGTH)
+        .iter()
+        .any(|v| v.to_str().map(|s| s.trim() != "0").unwrap_or(true));
+    content_length
+        || headers.contains_key(header::TRANSFER_ENCODING)
+        || headers.contains_key(header::UPGRADE)
+}
+
+async fn handle(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let snap = ctx.shared.snapshot.load_full();
+    strip_sluice_headers(req.headers_mut());
+    if req.method() == Method::CONNECT {
+        connect(ctx, &snap, req, started).await
+    } else {
+        crate::forward::forward(ctx, &snap, req, started).await
+    }
+}
+
+fn strip_sluice_headers(h: &mut http::HeaderMap) {
+    let names: Vec<_> = h
+        .keys()
+        .filter(|k| k.as_str().starts_with("sluice-"))
+        .cloned()
+        .collect();
+    for n in names {
+        h.remove(n);
+    }
+}
+
+/// The task config this connection belongs to, in this snapshot.
+pub fn task_config<'a>(ctx: &ConnCtx, snap: &'a Snapshot) -> Option<&'a Arc<TaskConfig>> {
+    snap.task(&ctx.task.id)
+}
+
+/// CONNECT: decide, dial before answering, then relay opaquely.
+async fn connect(
+    ctx: Arc<ConnCtx>,
+    snap: &Snapshot,
+    req: Request<Incoming>,
+    started: Instant,
+) -> Response<ProxyBody> {
+    let raw = req.uri().authority().map(|a| a.as_str().to_string());
+    let mut ex = Exchange {
+        kind: Kind::Connect,
+        method: Method::CONNECT,
+        host: raw.clone().unwrap_or_default(),
+        port: 0,
+        path: None,
+        url: raw.clone().unwrap_or_else(|| req.uri().to_string()),
+        body: true,
+        started,
+        generation: snap.generation,
+    };
+    let Some(task) = task_config(&ctx, snap) else {
+        return ctx.refuse(&ex, task_gone());
+    };
+    let target = match raw.as_deref().map(|a| parse_authority(a, None)) {
+        Some(Ok(t)) if req.uri().scheme().is_none() && req.uri().path_and_query().is_none() => t,
+        Some(Err(e)) => return ctx.refuse(&ex, Refusal::new(Rule::BadTarget, e.to_string())),
+        _ => {
+            return ctx.refuse(
+                &ex,
+                Refusal::new(Rule::BadTarget, "CONNECT needs an authority, host:port"),
+            )
+        }
+    };
+    ex.host = target.host.to_string();
+    ex.port = target.port;
+    ex.url = target.to_string();
+    let hh = host_header(req.headers(), target.port);
+    let admitted = match admit(&ctx.shared, task, &target, &hh, true).await {
+        Ok(a) => a,
+        Err(r) => return ctx.refuse(&ex, r),
+    };
+    let limits = &snap.limits;
+    let (upstream, _addr) =
+        match tunnel::dial(&admitted.permit, &admitted.addrs, limits.connect_timeout).await {
+            Ok(x) => x,
+            Err(e) => return ctx.refuse(&ex, Refusal::new(e.rule, e.message)),
+        };
+    let idle = limits.tunnel_idle_timeout;
+    let upgrade = hyper::upgrade::on(req);
+    let ctx2 = ctx.clone();
+    ctx.shared.tracker.spawn(async move {
+        let bytes = RelayBytes::default();
+        let end = match upgrade.await {
+            Ok(upgraded) => {
+                let client = TokioIo::new(upgraded);
+                Some(tunnel::relay(client, upstream, &bytes, idle, &ctx2.shared.hard_stop).await)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "CONNECT upgrade failed");
+                None
+            }
+        };
+        if end == Some(RelayEnd::Idle) {
+            tracing::debug!(url = %ex.url, "tunnel closed after idling");
+        }
+        let (verdict, refusal) = admitted.verdict();
+        ctx2.record(
+            &ex,
+            verdict,
+            refusal,
+            200,
+            (
+                bytes.up.load(Ordering::Relaxed),
+                bytes.down.load(Ordering::Relaxed),
+            ),
+        );
+    });
+    Response::new(respond::empty())
+}
+
+/// The task was removed from the config while its connection was open.
+pub fn task_gone() -> Refusal {
+    Refusal::new(
+        Rule::NotAllowed,
+        "the task this listener belonged to is no longer in the config",
+    )
+}

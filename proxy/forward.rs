@@ -1,0 +1,439 @@
+//! forward: relay an admitted absolute-form HTTP request upstream and its
+//! response back, over pooled upstream connections keyed by checked
+//! address.
+//!
+//! Strips hop-by-hop and `Proxy-*` headers both ways and adds no `Via` or
+//! `X-Forwarded-For`. Must not decide: it only runs after `conn::admit`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+
+use crate::config::Snapshot;
+use crate::conn::{self, ConnCtx, Exchange};
+use crate::log::Kind;
+use crate::policy::{target::parse_authority, CheckedAddr, Permit, Refusal, Rule};
+use crate::respond::{self, ProxyBody};
+use crate::tunnel::{self, DialError, RelayBytes};
+
+/// The body type sent upstream.
+pub type UpBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+
+/// How long an idle upstream connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(60);
+/// Idle connections kept per address.
+const POOL_PER_ADDR: usize = 32;
+
+/// Idle upstream HTTP/1.1 connections of one task, keyed by the checked
+/// address they were dialled to.
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<HashMap<SocketAddr, Vec<(SendRequest<UpBody>, Instant)>>>,
+}
+
+impl Pool {
+    /// An idle, ready connection to one of `addrs`, if there is one.
+    fn take(&self, addrs: &[CheckedAddr]) -> Option<(SendRequest<UpBody>, CheckedAddr)> {
+        // A std Mutex: held only for a map lookup, never across an await.
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        for a in addrs {
+            if let Some(list) = idle.get_mut(&a.addr()) {
+                while let Some((sender, since)) = list.pop() {
+                    if since.elapsed() < POOL_IDLE && sender.is_ready() {
+                        return Some((sender, *a));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Returns a connection once it is ready for another request.
+    fn put(self: &Arc<Self>, addr: SocketAddr, mut sender: SendRequest<UpBody>) {
+        let pool = self.clone();
+        tokio::spawn(async move {
+            let ready = tokio::time::timeout(Duration::from_secs(5), sender.ready()).await;
+            if !matches!(ready, Ok(Ok(()))) {
+                return;
+            }
+            let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let list = idle.entry(addr).or_default();
+            list.retain(|(s, t)| !s.is_closed() && t.elapsed() < POOL_IDLE);
+            if list.len() < POOL_PER_ADDR {
+                list.push((sender, Instant::now()));
+            }
+        });
+    }
+}
+
+/// Dials a fresh upstream HTTP/1.1 connection.
+async fn connect(
+    permit: &Permit,
+    addrs: &[CheckedAddr],
+    timeout: Duration,
+) -> Result<(SendRequest<UpBody>, CheckedAddr), DialError> {
+    let (stream, addr) = tunnel::dial(permit, addrs, timeout).await?;
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| DialError {
+            rule: Rule::UpstreamFailed,
+            message: format!("HTTP handshake with {} failed: {e}", addr.addr()),
+        })?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!(error = %e, "upstream connection ended with an error");
+        }
+    });
+    Ok((sender, addr))
+}
+
+/// Headers that describe one hop, never forwarded.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHORIZATION,
+    header::PROXY_AUTHENTICATE,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// Removes hop-by-hop headers, and those the Connection header names.
+/// Keeps `Connection: upgrade` + `Upgrade` when `upgrade` is set.
+fn strip_hop_by_hop(h: &mut HeaderMap, upgrade: bool) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        if !(upgrade && n == header::UPGRADE) {
+            h.remove(n);
+        }
+    }
+    for n in HOP_BY_HOP.iter() {
+        h.remove(n);
+    }
+    if upgrade {
+        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    } else {
+        h.remove(header::UPGRADE);
+    }
+}
+
+/// Forwards one absolute-form request.
+pub async fn forward(
+    ctx: Arc<ConnCtx>,
+    snap: &Snapshot,
+    req: Request<Incoming>,
+    started: Instant,
+) -> Response<ProxyBody> {
+    let uri = req.uri().clone();
+    let body = conn::carries_body(req.headers());
+    let mut ex = Exchange {
+        kind: Kind::Http,
+        method: req.method().clone(),
+        host: uri.host().unwrap_or_default().to_string(),
+        port: uri.port_u16().unwrap_or(80),
+        path: Some(uri.path().to_string()),
+        url: uri.to_string(),
+        body,
+        started,
+        generation: snap.generation,
+    };
+    let Some(task) = conn::task_config(&ctx, snap) else {
+        return ctx.refuse(&ex, conn::task_gone());
+    };
+    let target = match (uri.scheme_str(), uri.authority()) {
+        (Some("http"), Some(auth)) => match parse_authority(auth.as_str(), Some(80)) {
+            Ok(t) => t,
+            Err(e) => return ctx.refuse(&ex, Refusal::new(Rule::BadTarget, e.to_string())),
+        },
+        (Some(_), Some(_)) => {
+            return ctx.refuse(
+                &ex,
+                Refusal::new(
+                    Rule::BadTarget,
+                    "only http:// URLs are forwarded; send https through CONNECT (set HTTPS_PROXY)",
+                ),
+            )
+        }
+        _ => {
+            return ctx.refuse(
+                &ex,
+                Refusal::new(
+                    Rule::BadTarget,
+                    "sluice is a forward proxy: send an absolute-form request (GET http://host/path) or CONNECT host:port",
+                ),
+            )
+        }
+    };
+    ex.host = target.host.to_string();
+    ex.port = target.port;
+    let hh = conn::host_header(req.headers(), 80);
+    let admitted = match conn::admit(&ctx.shared, task, &target, &hh, body).await {
+        Ok(a) => a,
+        Err(r) => return ctx.refuse(&ex, r),
+    };
+
+    let upgrade = req.headers().contains_key(header::UPGRADE);
+    let (mut parts, incoming) = req.into_parts();
+    let client_upgrade = upgrade.then(|| {
+        // hyper hands out the client's upgrade through the extensions.
+        let mut r = Request::new(());
+        *r.extensions_mut() = std::mem::take(&mut parts.extensions);
+        hyper::upgrade::on(r)
+    });
+    let bytes_up = Arc::new(AtomicU64::new(0));
+    let up_body = CountingBody {
+        inner: incoming,
+        counter: bytes_up.clone(),
+    }
+    .boxed();
+    let mut up_req = Request::new(up_body);
+    *up_req.method_mut() = parts.method.clone();
+    *up_req.version_mut() = Version::HTTP_11;
+    *up_req.uri_mut() = uri
+        .path_and_query()
+        .map(|pq| pq.as_str())
+        .unwrap_or("/")
+        .parse::<Uri>()
+        .unwrap_or_else(|_| Uri::from_static("/"));
+    let mut headers = parts.headers;
+    strip_hop_by_hop(&mut headers, upgrade);
+    // 100-continue is answered by sluice once upstream is connected.
+    headers.remove(header::EXPECT);
+    if !headers.contains_key(header::HOST) {
+        if let Ok(v) = HeaderValue::from_str(uri.authority().map(|a| a.as_str()).unwrap_or("")) {
+            headers.insert(header::HOST, v);
+        }
+    }
+    *up_req.headers_mut() = headers;
+
+    let timeout = snap.limits.connect_timeout;
+    let pool = ctx.task.pool.clone();
+    let (resp, sender, addr) = match send(&pool, &admitted, up_req, timeout, upgrade).await {
+        Ok(x) => x,
+        Err(e) => return ctx.refuse(&ex, Refusal::new(e.rule, e.message)),
+    };
+
+    let (mut rparts, rbody) = resp.into_parts();
+    let switching = rparts.status == StatusCode::SWITCHING_PROTOCOLS;
+    strip_hop_by_hop(&mut rparts.headers, switching && upgrade);
+    let status = rparts.status.as_u16();
+    let (verdict, would_deny) = admitted.verdict();
+    let would_deny = would_deny.cloned();
+
+    if switching {
+        if let Some(client_upgrade) = client_upgrade {
+            // hyper hands out the upgraded upstream connection through the
+            // response's extensions.
+            let mut holder = Response::new(());
+            *holder.extensions_mut() = std::mem::take(&mut rparts.extensions);
+            let upstream_upgrade = hyper::upgrade::on(holder);
+            let ctx2 = ctx.clone();
+            let idle = snap.limits.tunnel_idle_timeout;
+            ctx.shared.tracker.spawn(async move {
+                let bytes = RelayBytes::default();
+                if let (Ok(c), Ok(u)) = (client_upgrade.await, upstream_upgrade.await) {
+                    tunnel::relay(
+                        TokioIo::new(c),
+                        TokioIo::new(u),
+                        &bytes,
+                        idle,
+                        &ctx2.shared.hard_stop,
+                    )
+                    .await;
+                }
+                ctx2.record(
+                    &ex,
+                    verdict,
+                    would_deny.as_ref(),
+                    status,
+                    (
+                        bytes_up.load(Ordering::Relaxed) + bytes.up.load(Ordering::Relaxed),
+                        bytes.down.load(Ordering::Relaxed),
+                    ),
+                );
+            });
+            drop(sender);
+            return Response::from_parts(rparts, respond::empty());
+        }
+    }
+
+    let relay = RelayBody {
+        inner: rbody,
+        bytes_down: 0,
+        finish: Some(Finish {
+            ctx,
+            ex,
+            verdict,
+            would_deny,
+            status,
+            bytes_up,
+            reuse: (!upgrade && parts.method != Method::CONNECT).then_some((pool, addr, sender)),
+        }),
+    };
+    Response::from_parts(rparts, relay.boxed())
+}
+
+/// Sends on a pooled connection, or a fresh one. A request that a pooled
+/// connection could not even start sending (it closed meanwhile) is
+/// retried once on a fresh connection.
+async fn send(
+    pool: &Arc<Pool>,
+    admitted: &conn::Admitted,
+    req: Request<UpBody>,
+    timeout: Duration,
+    fresh_only: bool,
+) -> Result<(Response<Incoming>, SendRequest<UpBody>, SocketAddr), DialError> {
+    let mut req = req;
+    if !fresh_only {
+        if let Some((mut sender, addr)) = pool.take(&admitted.addrs) {
+            match sender.try_send_request(req).await {
+                Ok(resp) => return Ok((resp, sender, addr.addr())),
+                Err(mut e) => match e.take_message() {
+                    Some(r) => req = r,
+                    None => return Err(upstream_error(addr, e.into_error())),
+                },
+            }
+        }
+    }
+    let (mut sender, addr) = connect(&admitted.permit, &admitted.addrs, timeout).await?;
+    match sender.send_request(req).await {
+        Ok(resp) => Ok((resp, sender, addr.addr())),
+        Err(e) => Err(upstream_error(addr, e)),
+    }
+}
+
+fn upstream_error(addr: CheckedAddr, e: hyper::Error) -> DialError {
+    DialError {
+        rule: Rule::UpstreamFailed,
+        message: format!("the upstream at {} failed: {e}", addr.addr()),
+    }
+}
+
+/// Counts the bytes of a request body as it is sent upstream.
+struct CountingBody {
+    inner: Incoming,
+    counter: Arc<AtomicU64>,
+}
+
+impl Body for CountingBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &r {
+            if let Some(d) = f.data_ref() {
+                self.counter.fetch_add(d.len() as u64, Ordering::Relaxed);
+            }
+        }
+        r
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// What to do when a relayed response ends.
+struct Finish {
+    ctx: Arc<ConnCtx>,
+    ex: Exchange,
+    verdict: crate::log::Verdict,
+    would_deny: Option<Refusal>,
+    status: u16,
+    bytes_up: Arc<AtomicU64>,
+    /// The upstream connection, returned to the pool if the body completes.
+    reuse: Option<(Arc<Pool>, SocketAddr, SendRequest<UpBody>)>,
+}
+
+/// A response body relayed to the client: counts bytes, and logs the
+/// exchange (and returns the upstream connection) when it ends.
+struct RelayBody {
+    inner: Incoming,
+    bytes_down: u64,
+    finish: Option<Finish>,
+}
+
+impl RelayBody {
+    fn finish(&mut self, complete: bool) {
+        if let Some(f) = self.finish.take() {
+            f.ctx.record(
+                &f.ex,
+                f.verdict,
+                f.would_deny.as_ref(),
+                f.status,
+                (f.bytes_up.load(Ordering::Relaxed), self.bytes_down),
+            );
+            if complete {
+                if let Some((pool, addr, sender)) = f.reuse {
+                    pool.put(addr, sender);
+                }
+            }
+        }
+    }
+}
+
+impl Body for RelayBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    self.bytes_down += d.len() as u64;
+                }
+                if self.inner.is_end_stream() {
+                    self.finish(true);
+                }
+            }
+            Poll::Ready(None) => self.finish(true),
+            Poll::Ready(Some(Err(_))) => self.finish(false),
+            Poll::Pending => {}
+        }
+        r
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for RelayBody {
+    fn drop(&mut self) {
+        // The client went away (or the body was empty and never polled).
+        let empty = self.inner.is_end_stream();
+        self.finish(empty);
+    }
+}

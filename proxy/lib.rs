@@ -1,0 +1,30 @@
+//! sluice: an allow-list egress proxy with taint-aware body blocking.
+//!
+//! The modules follow a request's path:
+//!
+//! - [`cli`]: the `sluice` subcommands (`run`, `check`).
+//! - [`config`]: raw TOML → validated, immutable [`config::Snapshot`].
+//! - [`listener`]: bind task listeners, accept, identify the task, cap
+//!   connections.
+//! - [`conn`]: one client connection: parse CONNECT / absolute-form
+//!   requests, run the decision pipeline, log each decision once.
+//! - [`policy`]: normalise targets, decide, classify addresses (pure).
+//! - [`dns`]: resolve a name once, for policy to classify.
+//! - [`tunnel`]: dial the checked address; relay bytes both ways.
+//! - [`forward`]: relay HTTP requests over pooled upstream connections.
+//! - [`respond`]: the one place refusals become HTTP responses.
+//! - [`log`]: the per-task JSON-lines access log writer.
+//! - [`server`]: live state, start-up and graceful shutdown.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod config;
+pub mod conn;
+pub mod dns;
+pub mod forward;
+pub mod listener;
+pub mod log;
+pub mod policy;
+pub mod respond;
+pub mod server;
+pub mod tunnel;

@@ -1,0 +1,154 @@
+//! listener: bind task listeners, accept, identify the task, cap
+//! connections, hand each connection to `conn`.
+//!
+//! The task is who arrived on the listener, never a header. Must not parse
+//! requests.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, UnixListener};
+
+use crate::config::ListenAddr;
+use crate::conn::{self, ConnCtx};
+use crate::policy::{OwnAddrs, Refusal, Rule};
+use crate::respond;
+use crate::server::{Shared, TaskRuntime};
+
+/// A bound listener.
+pub enum Bound {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bound::Tcp(l) => match l.local_addr() {
+                Ok(a) => write!(f, "tcp:{a}"),
+                Err(_) => f.write_str("tcp:?"),
+            },
+            Bound::Unix(_, p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+impl Bound {
+    /// Adds this listener's address to sluice's own addresses.
+    pub fn record_own(&self, own: &mut OwnAddrs) {
+        if let Bound::Tcp(l) = self {
+            if let Ok(a) = l.local_addr() {
+                if a.ip().is_unspecified() {
+                    own.any_ip_ports.insert(a.port());
+                } else {
+                    own.exact.insert(a);
+                }
+            }
+        }
+    }
+}
+
+/// Binds a listener. A stale unix socket file (nobody accepting on it) is
+/// replaced; a live one is an error.
+pub async fn bind(addr: &ListenAddr) -> std::io::Result<Bound> {
+    match addr {
+        ListenAddr::Tcp(a) => Ok(Bound::Tcp(TcpListener::bind(a).await?)),
+        ListenAddr::Unix(path) => {
+            if let Ok(meta) = std::fs::symlink_metadata(path) {
+                use std::os::unix::fs::FileTypeExt;
+                if !meta.file_type().is_socket() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        format!("{} exists and is not a socket", path.display()),
+                    ));
+                }
+                if tokio::net::UnixStream::connect(path).await.is_ok() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AddrInUse,
+                        format!("another process is listening on {}", path.display()),
+                    ));
+                }
+                std::fs::remove_file(path)?;
+            }
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            Ok(Bound::Unix(UnixListener::bind(path)?, path.clone()))
+        }
+        ListenAddr::Vsock { .. } => Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "vsock listeners are not supported yet",
+        )),
+    }
+}
+
+/// Accepts until shutdown. Each connection runs in the shared tracker.
+pub async fn run(listener: Bound, task: Arc<TaskRuntime>, shared: Arc<Shared>) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            a = accept(&listener) => a,
+        };
+        let (stream, client) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(task = %task.id, error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = task.conns.clone().try_acquire_owned() else {
+            refuse_over_capacity(stream, &task, &shared);
+            continue;
+        };
+        let ctx = Arc::new(ConnCtx {
+            shared: shared.clone(),
+            task: task.clone(),
+            client,
+        });
+        shared.tracker.spawn(async move {
+            conn::serve(stream, ctx).await;
+            drop(permit);
+        });
+    }
+    if let Bound::Unix(_, path) = &listener {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// A stream from any listener kind.
+pub type Stream = Box<dyn conn::Io>;
+
+async fn accept(l: &Bound) -> std::io::Result<(Stream, Arc<str>)> {
+    match l {
+        Bound::Tcp(l) => {
+            let (s, peer) = l.accept().await?;
+            let _ = s.set_nodelay(true);
+            Ok((Box::new(s), peer.to_string().into()))
+        }
+        Bound::Unix(l, _) => {
+            let (s, _) = l.accept().await?;
+            Ok((Box::new(s), "unix".into()))
+        }
+    }
+}
+
+fn refuse_over_capacity(mut stream: Stream, task: &TaskRuntime, shared: &Shared) {
+    let refusal = Refusal::new(
+        Rule::OverCapacity,
+        format!(
+            "the task already has {} open connections; retry later",
+            shared.snapshot.load().limits.max_connections_per_task
+        ),
+    );
+    tracing::warn!(task = %task.id, "connection limit reached; refusing with 503");
+    let bytes = respond::raw_refusal(&task.id, &refusal);
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
+        let _ = stream.shutdown().await;
+    });
+}

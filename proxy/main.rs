@@ -1,0 +1,18 @@
+//! The `sluice` binary: parse the command line, set up tracing, run.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use sluice::cli::{execute, Cli};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    execute(cli)
+}

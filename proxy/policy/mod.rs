@@ -1,0 +1,423 @@
+//! policy: normalise targets, decide on them, classify addresses.
+//!
+//! Owns the rules of SPEC §4 and the proof tokens ([`Permit`],
+//! [`CheckedAddr`]) that `tunnel::dial` demands. Must not do I/O, logging,
+//! metrics, `async` or read a clock: everything a decision needs is passed
+//! in, so every case is a table test.
+//!
+//! The pipeline, one function each: [`target::parse_authority`] (normalise)
+//! → [`decide_name`] → resolve (caller) → [`decide_addresses`] (classify
+//! every address, taint) → dial exactly the [`CheckedAddr`]s returned.
+
+pub mod addr;
+pub mod target;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+pub use target::{Host, Target, TargetError};
+
+/// The stable rule ids of SPEC §4 (plus sluice's own capacity rule).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rule {
+    BadTarget,
+    IpLiteral,
+    NotAllowed,
+    HostMismatch,
+    SniMismatch,
+    PrivateAddress,
+    UntrustedTarget,
+    DnsFailed,
+    UpstreamFailed,
+    UpstreamTimeout,
+    /// The task's connection limit is reached (503).
+    OverCapacity,
+}
+
+impl Rule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::BadTarget => "bad-target",
+            Rule::IpLiteral => "ip-literal",
+            Rule::NotAllowed => "not-allowed",
+            Rule::HostMismatch => "host-mismatch",
+            Rule::SniMismatch => "sni-mismatch",
+            Rule::PrivateAddress => "private-address",
+            Rule::UntrustedTarget => "untrusted-target",
+            Rule::DnsFailed => "dns-failed",
+            Rule::UpstreamFailed => "upstream-failed",
+            Rule::UpstreamTimeout => "upstream-timeout",
+            Rule::OverCapacity => "over-capacity",
+        }
+    }
+
+    /// The HTTP status of a refusal under this rule.
+    pub fn status(self) -> u16 {
+        match self {
+            Rule::BadTarget => 400,
+            Rule::IpLiteral
+            | Rule::NotAllowed
+            | Rule::HostMismatch
+            | Rule::SniMismatch
+            | Rule::PrivateAddress
+            | Rule::UntrustedTarget => 403,
+            Rule::DnsFailed | Rule::UpstreamFailed => 502,
+            Rule::UpstreamTimeout => 504,
+            Rule::OverCapacity => 503,
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `enforce` refuses; `shadow` allows and records `would_deny`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllowMode {
+    Enforce,
+    Shadow,
+}
+
+/// Taint mode: `off` neither scans nor checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaintMode {
+    Enforce,
+    Shadow,
+    Off,
+}
+
+/// The set of exact `host:port` pairs a task may reach.
+#[derive(Clone, Debug, Default)]
+pub struct AllowList {
+    entries: HashSet<(Host, u16)>,
+}
+
+impl AllowList {
+    pub fn insert(&mut self, host: Host, port: u16) -> bool {
+        self.entries.insert((host, port))
+    }
+
+    pub fn contains(&self, host: &Host, port: u16) -> bool {
+        self.entries.contains(&(host.clone(), port))
+    }
+
+    pub fn contains_ip(&self, ip: IpAddr, port: u16) -> bool {
+        self.entries.contains(&(Host::Ip(ip), port))
+    }
+
+    /// Entries sorted for display, `host:port`.
+    pub fn sorted(&self) -> Vec<String> {
+        let mut v: Vec<_> = self.entries.iter().collect();
+        v.sort();
+        v.into_iter().map(|(h, p)| format!("{h}:{p}")).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// What a task's policy says, as far as decisions are concerned.
+#[derive(Clone, Debug)]
+pub struct TaskRules {
+    pub allow: AllowList,
+    pub allow_mode: AllowMode,
+    pub allow_private: Vec<IpNet>,
+    pub taint_mode: TaintMode,
+}
+
+/// Where a tainted host was named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provenance {
+    /// URL of the response that first named the host, without its query.
+    pub source: Arc<str>,
+    /// RFC 3339 time it was first seen.
+    pub at: Arc<str>,
+}
+
+impl fmt::Display for Provenance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "named by {} at {}", self.source, self.at)
+    }
+}
+
+/// What the taint store knows of a target host, looked up by the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaintState {
+    Clean,
+    Tainted(Provenance),
+    /// The taint set is full: every non-exempt host counts as tainted.
+    Overflow,
+}
+
+/// The Host header (or inner authority) as the client sent it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostHeader {
+    Absent,
+    One(Result<Target, TargetError>),
+    Many,
+}
+
+/// A refusal: the rule that fired and a sentence for a person.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub rule: Rule,
+    pub reason: String,
+    pub tainted_by: Option<Provenance>,
+}
+
+impl Refusal {
+    pub fn new(rule: Rule, reason: impl Into<String>) -> Self {
+        Refusal {
+            rule,
+            reason: reason.into(),
+            tainted_by: None,
+        }
+    }
+}
+
+/// Proof that policy admitted a request. Only this module can make one.
+#[derive(Debug)]
+pub struct Permit {
+    _private: (),
+}
+
+/// An address that [`decide_addresses`] classified as admissible. Only this
+/// module can make one, so nothing dials an unchecked address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CheckedAddr(SocketAddr);
+
+impl CheckedAddr {
+    pub fn addr(&self) -> SocketAddr {
+        self.0
+    }
+}
+
+/// The outcome of the name step.
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub enum NameVerdict {
+    /// Go on to resolution (or, for an IP literal, straight to classify).
+    /// `would_deny` is a refusal that shadow mode let through.
+    Proceed { would_deny: Option<Refusal> },
+    Deny(Refusal),
+}
+
+/// Decides on the normalised target before any resolution: `ip-literal`,
+/// `not-allowed`, `host-mismatch`, in that order. The caller parses the
+/// Host header with the scheme's default port (for CONNECT, the target's).
+pub fn decide_name(
+    rules: &TaskRules,
+    target: &Target,
+    host_header: &HostHeader,
+) -> NameVerdict {
+    let mut would_deny = None;
+    match &target.host {
+        Host::Ip(ip) => {
+            if !(target.canonical_ip && rules.allow.contains_ip(*ip, target.port)) {
+                return NameVerdict::Deny(Refusal::new(
+                    Rule::IpLiteral,
+                    format!(
+                        "{target} is an IP address; name the host, or add \"{}\" to allow in its canonical spelling",
+                        Target { canonical_ip: true, ..target.clone() }
+                    ),
+                ));
+            }
+        }
+        Host::Name(_) => {
+            if !rules.allow.contains(&target.host, target.port) {
+                let refusal = Refusal::new(
+                    Rule::NotAllowed,
+                    format!("{target} is not on the task's allow-list"),
+                );
+                match rules.allow_mode {
+                    AllowMode::Enforce => return NameVerdict::Deny(refusal),
+                    AllowMode::Shadow => would_deny = Some(refusal),
+                }
+            }
+        }
+    }
+    match host_header {
+        HostHeader::Absent => {}
+        HostHeader::Many => {
+            return NameVerdict::Deny(Refusal::new(
+                Rule::BadTarget,
+                "the request has more than one Host header",
+            ))
+        }
+        HostHeader::One(Err(e)) => {
+            return NameVerdict::Deny(Refusal::new(
+                Rule::BadTarget,
+                format!("the Host header is malformed: {e}"),
+            ))
+        }
+        HostHeader::One(Ok(h)) => {
+            if h.host != target.host || h.port != target.port {
+                return NameVerdict::Deny(Refusal::new(
+                    Rule::HostMismatch,
+                    format!("the Host header names {h}, not {target}"),
+                ));
+            }
+        }
+    }
+    NameVerdict::Proceed { would_deny }
+}
+
+/// What resolution produced for the target.
+#[derive(Clone, Debug)]
+pub enum Resolution {
+    /// The target is an IP literal that `allow` names.
+    Literal(IpAddr),
+    /// Resolved (or pinned) answers.
+    Resolved(Vec<IpAddr>),
+    /// The name did not resolve; the sentence says why.
+    Failed(String),
+}
+
+/// Facts about sluice itself that classification needs.
+#[derive(Clone, Debug, Default)]
+pub struct OwnAddrs {
+    /// Addresses sluice listens on; refused to every task.
+    pub exact: HashSet<SocketAddr>,
+    /// Ports sluice listens on with an unspecified address (0.0.0.0, ::).
+    pub any_ip_ports: HashSet<u16>,
+}
+
+impl OwnAddrs {
+    fn contains(&self, addr: SocketAddr) -> bool {
+        self.exact.contains(&addr)
+            || (self.any_ip_ports.contains(&addr.port())
+                && (addr.ip().is_loopback() || addr::classify(addr.ip()).is_err()))
+    }
+}
+
+/// The final decision on a request.
+#[must_use]
+#[derive(Debug)]
+pub enum Decision {
+    Allow {
+        permit: Permit,
+        addrs: Vec<CheckedAddr>,
+        /// Set when a shadow mode let a refusal through.
+        would_deny: Option<Refusal>,
+    },
+    Deny(Refusal),
+}
+
+/// Classifies every resolved address, then applies taint:
+/// `private-address`, `untrusted-target`, `dns-failed`, in SPEC order.
+#[allow(clippy::too_many_arguments)]
+pub fn decide_addresses(
+    rules: &TaskRules,
+    target: &Target,
+    resolution: &Resolution,
+    own: &OwnAddrs,
+    taint: &TaintState,
+    carries_body: bool,
+    would_deny: Option<Refusal>,
+) -> Decision {
+    let mut would_deny = would_deny;
+    let checked = match resolution {
+        Resolution::Literal(ip) => {
+            let sa = SocketAddr::new(*ip, target.port);
+            if own.contains(sa) {
+                return Decision::Deny(own_refusal(target, sa));
+            }
+            Ok(vec![CheckedAddr(sa)])
+        }
+        Resolution::Resolved(ips) => {
+            let mut ok = Vec::with_capacity(ips.len());
+            let mut first_bad = None;
+            for ip in ips {
+                let sa = SocketAddr::new(*ip, target.port);
+                if own.contains(sa) {
+                    first_bad.get_or_insert_with(|| own_refusal(target, sa));
+                    continue;
+                }
+                match addr::classify(*ip) {
+                    Ok(()) => ok.push(CheckedAddr(sa)),
+                    Err(_) if rules.allow_private.iter().any(|n| n.contains(ip)) => {
+                        ok.push(CheckedAddr(sa))
+                    }
+                    Err(why) => {
+                        first_bad.get_or_insert_with(|| {
+                            Refusal::new(
+                                Rule::PrivateAddress,
+                                format!(
+                                    "{} resolves to {ip}, {}; list it in allow_private to permit it",
+                                    target.host,
+                                    why.describe()
+                                ),
+                            )
+                        });
+                    }
+                }
+            }
+            match (ok.is_empty(), first_bad) {
+                (true, Some(refusal)) => return Decision::Deny(refusal),
+                (true, None) => Err(format!("{} resolved to no address", target.host)),
+                (false, _) => Ok(ok),
+            }
+        }
+        Resolution::Failed(why) => Err(why.clone()),
+    };
+    if carries_body && rules.taint_mode != TaintMode::Off {
+        let tainted = match taint {
+            TaintState::Clean => None,
+            TaintState::Tainted(p) => Some(Refusal {
+                rule: Rule::UntrustedTarget,
+                reason: format!(
+                    "{} is tainted ({p}) and the request carries a body",
+                    target.host
+                ),
+                tainted_by: Some(p.clone()),
+            }),
+            TaintState::Overflow => Some(Refusal::new(
+                Rule::UntrustedTarget,
+                format!(
+                    "the task's taint set is full, so every host counts as tainted, and the request to {} carries a body",
+                    target.host
+                ),
+            )),
+        };
+        if let Some(refusal) = tainted {
+            match rules.taint_mode {
+                TaintMode::Enforce => return Decision::Deny(refusal),
+                TaintMode::Shadow | TaintMode::Off => {
+                    would_deny.get_or_insert(refusal);
+                }
+            }
+        }
+    }
+    match checked {
+        Ok(addrs) => Decision::Allow {
+            permit: Permit { _private: () },
+            addrs,
+            would_deny,
+        },
+        Err(why) => Decision::Deny(Refusal::new(Rule::DnsFailed, why)),
+    }
+}
+
+fn own_refusal(target: &Target, sa: SocketAddr) -> Refusal {
+    Refusal::new(
+        Rule::PrivateAddress,
+        format!("{} resolves to {sa}, which is sluice itself", target.host),
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,73 @@
+//! respond: the one place where refusals become HTTP responses.
+//!
+//! Every refusal is a response from sluice itself, with `Sluice-Rule`,
+//! `Sluice-Task` and a one-line sentence a person can act on (SPEC §5).
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+
+use crate::policy::Refusal;
+
+/// The body type of every response sluice sends to a client.
+pub type ProxyBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+
+pub fn empty() -> ProxyBody {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+pub fn full(b: impl Into<Bytes>) -> ProxyBody {
+    Full::new(b.into()).map_err(|never| match never {}).boxed()
+}
+
+/// The refusal sentence: `sluice: refused METHOD URL for task "ID": REASON [RULE]`.
+pub fn sentence(task: &str, method: &str, url: &str, refusal: &Refusal) -> String {
+    format!(
+        "sluice: refused {method} {url} for task \"{task}\": {} [{}]",
+        refusal.reason,
+        refusal.rule.as_str()
+    )
+}
+
+/// Builds the response for a refusal.
+pub fn refusal(task: &str, method: &str, url: &str, refusal: &Refusal) -> Response<ProxyBody> {
+    let mut text = sentence(task, method, url, refusal);
+    text.push('\n');
+    let status = StatusCode::from_u16(refusal.rule.status()).unwrap_or(StatusCode::FORBIDDEN);
+    let mut resp = Response::new(full(text));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert("sluice-rule", HeaderValue::from_static(refusal.rule.as_str()));
+    if let Ok(v) = HeaderValue::from_str(task) {
+        h.insert("sluice-task", v);
+    }
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if refusal.rule == crate::policy::Rule::BadTarget {
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// A raw HTTP/1.1 refusal for places with no HTTP library in reach (the
+/// connection limit, before a request is read).
+pub fn raw_refusal(task: &str, refusal: &Refusal) -> Vec<u8> {
+    let body = format!(
+        "sluice: refused a connection for task \"{task}\": {} [{}]\n",
+        refusal.reason,
+        refusal.rule.as_str()
+    );
+    let status = refusal.rule.status();
+    let reason = StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Refused");
+    format!(
+        "HTTP/1.1 {status} {reason}\r\nsluice-rule: {}\r\nsluice-task: {task}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        refusal.rule.as_str(),
+        body.len()
+    )
+    .into_bytes()
+}
