@@ -11,7 +11,11 @@ use crate::config::{self, Intercept, Snapshot};
 use crate::policy::{AllowMode, TaintMode};
 
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about = "An allow-list egress proxy with taint-aware body blocking")]
+#[command(
+    name = "sluice",
+    version,
+    about = "An allow-list egress proxy with taint-aware body blocking"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -76,7 +80,13 @@ pub fn execute(cli: Cli) -> ExitCode {
 pub fn check_report(s: &Snapshot) -> String {
     let mut out = format!("config {} is valid: {} task(s)\n", s.source, s.tasks.len());
     let header = [
-        "TASK", "LISTEN", "ALLOW", "ALLOW_MODE", "TAINT", "INTERCEPT", "PRIVATE",
+        "TASK",
+        "LISTEN",
+        "ALLOW",
+        "ALLOW_MODE",
+        "TAINT",
+        "INTERCEPT",
+        "PRIVATE",
     ];
     let mut rows: Vec<[String; 7]> = vec![header.map(String::from)];
     for t in &s.tasks {
@@ -84,7 +94,10 @@ pub fn check_report(s: &Snapshot) -> String {
         let mut by_host: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for entry in t.rules.allow.sorted() {
             if let Some((h, p)) = entry.rsplit_once(':') {
-                by_host.entry(h.to_string()).or_default().push(p.to_string());
+                by_host
+                    .entry(h.to_string())
+                    .or_default()
+                    .push(p.to_string());
             }
         }
         let allow = if by_host.is_empty() {

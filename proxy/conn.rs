@@ -123,7 +123,9 @@ impl ConnCtx {
             bytes_up: bytes.0,
             bytes_down: bytes.1,
             duration_ms: ex.started.elapsed().as_millis() as u64,
-            tainted_by: refusal.and_then(|r| r.tainted_by.as_ref()).map(TaintedBy::from),
+            tainted_by: refusal
+                .and_then(|r| r.tainted_by.as_ref())
+                .map(TaintedBy::from),
             generation: ex.generation,
         };
         self.shared.log.access(&rec);
@@ -208,7 +210,9 @@ pub fn host_header(headers: &http::HeaderMap, default_port: u16) -> HostHeader {
         (Some(_), Some(_)) => HostHeader::Many,
         (Some(v), None) => HostHeader::One(match v.to_str() {
             Ok(s) => parse_authority(s, Some(default_port)),
-            Err(_) => Err(policy::TargetError::BadName("<non-ASCII Host header>".into())),
+            Err(_) => Err(policy::TargetError::BadName(
+                "<non-ASCII Host header>".into(),
+            )),
         }),
     }
 }

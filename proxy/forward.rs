@@ -40,8 +40,11 @@ const POOL_PER_ADDR: usize = 32;
 /// address they were dialled to.
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<HashMap<SocketAddr, Vec<(SendRequest<UpBody>, Instant)>>>,
+    idle: Mutex<HashMap<SocketAddr, Vec<IdleConn>>>,
 }
+
+/// An idle upstream connection and when it became idle.
+type IdleConn = (SendRequest<UpBody>, Instant);
 
 impl Pool {
     /// An idle, ready connection to one of `addrs`, if there is one.

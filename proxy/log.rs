@@ -23,7 +23,8 @@ pub fn now_rfc3339() -> String {
     let fmt = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );
-    now.format(&fmt).unwrap_or_else(|_| now.unix_timestamp().to_string())
+    now.format(&fmt)
+        .unwrap_or_else(|_| now.unix_timestamp().to_string())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -184,7 +185,10 @@ impl Writer {
             }
         }
         if let Some(w) = self.files.get_mut(&key) {
-            if let Err(e) = w.write_all(line.as_bytes()).and_then(|_| w.write_all(b"\n")) {
+            if let Err(e) = w
+                .write_all(line.as_bytes())
+                .and_then(|_| w.write_all(b"\n"))
+            {
                 self.fail(&format!("cannot write {}/{}: {e}", key.0, file));
             }
         }
@@ -205,7 +209,7 @@ impl Writer {
     fn fail(&self, what: &str) {
         let n = self.errors.fetch_add(1, Ordering::Relaxed);
         // Say it loudly the first time, then once per thousand.
-        if n % 1000 == 0 {
+        if n.is_multiple_of(1000) {
             tracing::error!(failures = n + 1, "log write failed: {what}");
         }
     }

@@ -37,7 +37,10 @@ pub fn refusal(task: &str, method: &str, url: &str, refusal: &Refusal) -> Respon
     let mut resp = Response::new(full(text));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
-    h.insert("sluice-rule", HeaderValue::from_static(refusal.rule.as_str()));
+    h.insert(
+        "sluice-rule",
+        HeaderValue::from_static(refusal.rule.as_str()),
+    );
     if let Ok(v) = HeaderValue::from_str(task) {
         h.insert("sluice-task", v);
     }

@@ -49,9 +49,8 @@ pub struct Shared {
 /// Binds every listener of `snapshot`, serves until SIGTERM/SIGINT, drains
 /// and flushes the logs.
 pub async fn run(snapshot: Snapshot) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&snapshot.state_dir).with_context(|| {
-        format!("cannot create state_dir {}", snapshot.state_dir.display())
-    })?;
+    std::fs::create_dir_all(&snapshot.state_dir)
+        .with_context(|| format!("cannot create state_dir {}", snapshot.state_dir.display()))?;
     let resolver = Resolver::new(&snapshot.resolver).context("cannot set up the DNS resolver")?;
 
     let mut bound: Vec<(Arc<str>, Bound)> = Vec::new();
@@ -59,7 +58,10 @@ pub async fn run(snapshot: Snapshot) -> anyhow::Result<()> {
     for task in &snapshot.tasks {
         for addr in &task.listen {
             if let ListenAddr::Vsock { .. } = addr {
-                anyhow::bail!("task {}: vsock listeners are not supported yet ({addr})", task.id);
+                anyhow::bail!(
+                    "task {}: vsock listeners are not supported yet ({addr})",
+                    task.id
+                );
             }
             let b = listener::bind(addr)
                 .await

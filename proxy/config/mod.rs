@@ -59,7 +59,10 @@ impl ListenAddr {
         }
         if let Some(rest) = s.strip_prefix("vsock:") {
             let parts: Vec<&str> = rest.split(':').collect();
-            let num = |p: &str| p.parse::<u32>().map_err(|_| format!("{p:?} is not a number"));
+            let num = |p: &str| {
+                p.parse::<u32>()
+                    .map_err(|_| format!("{p:?} is not a number"))
+            };
             return match parts.as_slice() {
                 [port] => Ok(ListenAddr::Vsock {
                     cid: u32::MAX,
@@ -307,7 +310,11 @@ impl Validator<'_> {
             None => default,
             Some(s) if *s.get_ref() > 0 => *s.get_ref() as u64,
             Some(s) => {
-                self.problem(s, key, format!("must be a positive number, not {}", s.get_ref()));
+                self.problem(
+                    s,
+                    key,
+                    format!("must be a positive number, not {}", s.get_ref()),
+                );
                 default
             }
         }
@@ -324,7 +331,11 @@ impl Validator<'_> {
             None => None,
             Some(s) => match ListenAddr::parse(s.get_ref(), base) {
                 Ok(ListenAddr::Vsock { .. }) => {
-                    self.problem(s, "admin.listen", "the admin API listens on tcp: or unix: only");
+                    self.problem(
+                        s,
+                        "admin.listen",
+                        "the admin API listens on tcp: or unix: only",
+                    );
                     None
                 }
                 Ok(a) => Some(a),
@@ -339,7 +350,12 @@ impl Validator<'_> {
         let extra_roots = raw
             .upstream
             .as_ref()
-            .map(|u| u.extra_roots.iter().map(|r| base.join(r.get_ref())).collect())
+            .map(|u| {
+                u.extra_roots
+                    .iter()
+                    .map(|r| base.join(r.get_ref()))
+                    .collect()
+            })
             .unwrap_or_default();
 
         let defaults = Limits::default();
@@ -514,7 +530,11 @@ impl Validator<'_> {
                 format!("{id:?} must be 1–64 letters, digits, '-', '_' or '.' (it names a folder)"),
             );
         } else if !ids.insert(id.clone()) {
-            self.problem(&raw.id, "task.id", format!("task id {id:?} is defined twice"));
+            self.problem(
+                &raw.id,
+                "task.id",
+                format!("task id {id:?} is defined twice"),
+            );
         }
 
         let mut listen = Vec::new();
@@ -574,7 +594,11 @@ impl Validator<'_> {
             None | Some((_, "enforce")) => AllowMode::Enforce,
             Some((_, "shadow")) => AllowMode::Shadow,
             Some((m, other)) => {
-                self.problem(m, key("allow_mode"), format!("{other:?} is not \"enforce\" or \"shadow\""));
+                self.problem(
+                    m,
+                    key("allow_mode"),
+                    format!("{other:?} is not \"enforce\" or \"shadow\""),
+                );
                 AllowMode::Enforce
             }
         };
@@ -600,7 +624,11 @@ impl Validator<'_> {
             None | Some((_, "all")) => Intercept::All,
             Some((_, "none")) => Intercept::None,
             Some((m, other)) => {
-                self.problem(m, key("intercept"), format!("{other:?} is not \"all\" or \"none\""));
+                self.problem(
+                    m,
+                    key("intercept"),
+                    format!("{other:?} is not \"all\" or \"none\""),
+                );
                 Intercept::All
             }
         };

@@ -19,7 +19,10 @@ allow_private = ["10.0.0.0/8"]
 fn embedded_default_is_valid() {
     let snap = load(None, 1).expect("embedded default must be valid");
     let task = snap.task("default").unwrap();
-    assert_eq!(task.listen, vec![ListenAddr::Tcp("127.0.0.1:3128".parse().unwrap())]);
+    assert_eq!(
+        task.listen,
+        vec![ListenAddr::Tcp("127.0.0.1:3128".parse().unwrap())]
+    );
     assert_eq!(task.rules.taint_mode, TaintMode::Enforce);
     assert!(task
         .rules
@@ -140,7 +143,11 @@ fn invalid_table() {
         let p = &problems[0];
         assert_eq!(p.line, Some(*line), "case {what:?}: {p:?}");
         assert!(p.key.contains(key), "case {what:?}: key {:?}", p.key);
-        assert!(p.message.contains(msg), "case {what:?}: message {:?}", p.message);
+        assert!(
+            p.message.contains(msg),
+            "case {what:?}: message {:?}",
+            p.message
+        );
     }
 }
 
@@ -154,7 +161,16 @@ fn every_problem_is_reported() {
 #[test]
 fn error_text_names_file_line_and_key() {
     let text = "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow_private = [\"nope\"]\n";
-    let err = validate(text, Source::File("conf/t.toml".into()), Path::new("conf"), 1).unwrap_err();
+    let err = validate(
+        text,
+        Source::File("conf/t.toml".into()),
+        Path::new("conf"),
+        1,
+    )
+    .unwrap_err();
     let shown = err.to_string();
-    assert!(shown.contains("conf/t.toml:4: task[a].allow_private"), "{shown}");
+    assert!(
+        shown.contains("conf/t.toml:4: task[a].allow_private"),
+        "{shown}"
+    );
 }

@@ -64,7 +64,11 @@ pub fn classify(ip: IpAddr) -> Result<(), NonPublic> {
 }
 
 fn in_v4(ip: Ipv4Addr, net: [u8; 4], bits: u32) -> bool {
-    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    };
     u32::from(ip) & mask == u32::from(Ipv4Addr::from(net)) & mask
 }
 
@@ -231,8 +235,16 @@ mod tests {
             ("6to4 private", "2002:0a00:0001::1", false),
             ("6to4 loopback", "2002:7f00:0001::1", false),
             ("6to4 public", "2002:5db8:d822::1", true),
-            ("teredo private client", "2001:0:5db8:d822::f5ff:fffe", false),
-            ("teredo private server", "2001:0:0a00:0001::a247:2bdd", false),
+            (
+                "teredo private client",
+                "2001:0:5db8:d822::f5ff:fffe",
+                false,
+            ),
+            (
+                "teredo private server",
+                "2001:0:0a00:0001::a247:2bdd",
+                false,
+            ),
             ("teredo public", "2001:0:5db8:d822::a247:2bdd", true),
             ("v6 documentation", "2001:db8::1", false),
             ("v6 documentation 3fff", "3fff::1", false),

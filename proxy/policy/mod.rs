@@ -212,18 +212,16 @@ impl CheckedAddr {
 pub enum NameVerdict {
     /// Go on to resolution (or, for an IP literal, straight to classify).
     /// `would_deny` is a refusal that shadow mode let through.
-    Proceed { would_deny: Option<Refusal> },
+    Proceed {
+        would_deny: Option<Refusal>,
+    },
     Deny(Refusal),
 }
 
 /// Decides on the normalised target before any resolution: `ip-literal`,
 /// `not-allowed`, `host-mismatch`, in that order. The caller parses the
 /// Host header with the scheme's default port (for CONNECT, the target's).
-pub fn decide_name(
-    rules: &TaskRules,
-    target: &Target,
-    host_header: &HostHeader,
-) -> NameVerdict {
+pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader) -> NameVerdict {
     let mut would_deny = None;
     match &target.host {
         Host::Ip(ip) => {

@@ -73,8 +73,7 @@ pub enum TargetError {
 /// Parses a port: plain decimal 1–65535, no sign, no leading zero.
 pub fn parse_port(s: &str) -> Result<u16, TargetError> {
     let bad = || TargetError::BadPort(s.to_string());
-    if s.is_empty() || s.len() > 5 || !s.bytes().all(|b| b.is_ascii_digit()) || s.starts_with('0')
-    {
+    if s.is_empty() || s.len() > 5 || !s.bytes().all(|b| b.is_ascii_digit()) || s.starts_with('0') {
         return Err(bad());
     }
     match s.parse::<u32>() {
@@ -256,15 +255,39 @@ mod tests {
     #[test]
     fn normalize_table() {
         let cases: &[(&str, &str, Result<Host, ()>)] = &[
-            ("lower case", "pkgs.example.com", Ok(name("pkgs.example.com"))),
-            ("upper case", "PKGS.Example.COM", Ok(name("pkgs.example.com"))),
-            ("one trailing dot", "pkgs.example.com.", Ok(name("pkgs.example.com"))),
+            (
+                "lower case",
+                "pkgs.example.com",
+                Ok(name("pkgs.example.com")),
+            ),
+            (
+                "upper case",
+                "PKGS.Example.COM",
+                Ok(name("pkgs.example.com")),
+            ),
+            (
+                "one trailing dot",
+                "pkgs.example.com.",
+                Ok(name("pkgs.example.com")),
+            ),
             ("two trailing dots", "pkgs.example.com..", Err(())),
             ("empty label", "pkgs..example.com", Err(())),
             ("idna", "bücher.example", Ok(name("xn--bcher-kva.example"))),
-            ("idna upper", "BÜCHER.example", Ok(name("xn--bcher-kva.example"))),
-            ("fullwidth dot", "example\u{3002}com", Ok(name("example.com"))),
-            ("underscore", "my_bucket.example.com", Ok(name("my_bucket.example.com"))),
+            (
+                "idna upper",
+                "BÜCHER.example",
+                Ok(name("xn--bcher-kva.example")),
+            ),
+            (
+                "fullwidth dot",
+                "example\u{3002}com",
+                Ok(name("example.com")),
+            ),
+            (
+                "underscore",
+                "my_bucket.example.com",
+                Ok(name("my_bucket.example.com")),
+            ),
             ("percent", "%65xample.com", Err(())),
             ("space", "exa mple.com", Err(())),
             ("nul", "example.com\0.evil", Err(())),
@@ -284,7 +307,11 @@ mod tests {
             ("ipv4 five parts", "1.2.3.4.5", Err(())),
             ("bad octal", "09.0.0.1", Err(())),
             ("numeric last label", "example.123", Err(())),
-            ("too long label", &format!("{}.com", "a".repeat(64)), Err(())),
+            (
+                "too long label",
+                &format!("{}.com", "a".repeat(64)),
+                Err(()),
+            ),
         ];
         for (what, input, want) in cases {
             let got = normalize_host(input).map_err(|_| ());
@@ -294,9 +321,20 @@ mod tests {
 
     #[test]
     fn authority_table() {
-        let cases: &[(&str, &str, Option<u16>, Result<(Host, u16), ()>)] = &[
-            ("host port", "a.example.com:8080", None, Ok((name("a.example.com"), 8080))),
-            ("default port", "a.example.com", Some(80), Ok((name("a.example.com"), 80))),
+        type Case<'a> = (&'a str, &'a str, Option<u16>, Result<(Host, u16), ()>);
+        let cases: &[Case] = &[
+            (
+                "host port",
+                "a.example.com:8080",
+                None,
+                Ok((name("a.example.com"), 8080)),
+            ),
+            (
+                "default port",
+                "a.example.com",
+                Some(80),
+                Ok((name("a.example.com"), 80)),
+            ),
             ("connect needs port", "a.example.com", None, Err(())),
             ("port zero", "a.example.com:0", None, Err(())),
             ("leading zero port", "a.example.com:080", None, Err(())),
@@ -305,9 +343,19 @@ mod tests {
             ("named port", "a.example.com:http", None, Err(())),
             ("empty port", "a.example.com:", None, Err(())),
             ("userinfo", "user@a.example.com:443", None, Err(())),
-            ("brackets around a name", "[a.example.com]:443", None, Err(())),
+            (
+                "brackets around a name",
+                "[a.example.com]:443",
+                None,
+                Err(()),
+            ),
             ("ipv6", "[::1]:443", None, Ok((v4_6("::1"), 443))),
-            ("ipv6 mapped", "[::ffff:127.0.0.1]:80", None, Ok((v4_6("::ffff:127.0.0.1"), 80))),
+            (
+                "ipv6 mapped",
+                "[::ffff:127.0.0.1]:80",
+                None,
+                Ok((v4_6("::ffff:127.0.0.1"), 80)),
+            ),
             ("bare ipv6", "::1:443", None, Err(())),
             ("ipv6 zone", "[fe80::1%25eth0]:443", None, Err(())),
             ("junk after bracket", "[::1]x:443", None, Err(())),
@@ -328,9 +376,25 @@ mod tests {
     #[test]
     fn canonical_spelling_is_recorded() {
         assert!(parse_authority("10.0.0.7:8080", None).unwrap().canonical_ip);
-        assert!(!parse_authority("0x0a000007:8080", None).unwrap().canonical_ip);
-        assert!(!parse_authority("010.0.0.7:8080", None).unwrap().canonical_ip);
-        assert!(parse_authority("[2001:db8::1]:443", None).unwrap().canonical_ip);
-        assert!(!parse_authority("[2001:DB8::1]:443", None).unwrap().canonical_ip);
+        assert!(
+            !parse_authority("0x0a000007:8080", None)
+                .unwrap()
+                .canonical_ip
+        );
+        assert!(
+            !parse_authority("010.0.0.7:8080", None)
+                .unwrap()
+                .canonical_ip
+        );
+        assert!(
+            parse_authority("[2001:db8::1]:443", None)
+                .unwrap()
+                .canonical_ip
+        );
+        assert!(
+            !parse_authority("[2001:DB8::1]:443", None)
+                .unwrap()
+                .canonical_ip
+        );
     }
 }

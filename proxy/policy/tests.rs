@@ -27,7 +27,9 @@ fn name_rule(r: &TaskRules, target: &str, host: &HostHeader) -> Option<Rule> {
     };
     match decide_name(r, &t, host) {
         NameVerdict::Proceed { would_deny: None } => None,
-        NameVerdict::Proceed { would_deny: Some(w) } => panic!("unexpected would_deny {w:?}"),
+        NameVerdict::Proceed {
+            would_deny: Some(w),
+        } => panic!("unexpected would_deny {w:?}"),
         NameVerdict::Deny(refusal) => Some(refusal.rule),
     }
 }
@@ -38,33 +40,123 @@ fn header(s: &str, default_port: u16) -> HostHeader {
 
 #[test]
 fn name_table() {
-    let r = rules(&["pkgs.example.com", "api.example.com:8443", "10.0.0.7:8080", "[2001:db8::7]:443"]);
+    let r = rules(&[
+        "pkgs.example.com",
+        "api.example.com:8443",
+        "10.0.0.7:8080",
+        "[2001:db8::7]:443",
+    ]);
     let none = HostHeader::Absent;
     let cases: &[(&str, &str, &HostHeader, Option<Rule>)] = &[
         ("exact allowed", "pkgs.example.com:443", &none, None),
         ("port 80 implied", "pkgs.example.com:80", &none, None),
-        ("other port", "pkgs.example.com:8080", &none, Some(Rule::NotAllowed)),
-        ("uppercase trailing dot allowed", "PKGS.EXAMPLE.COM.:443", &none, None),
-        ("suffix attack", "pkgs.example.com.evil.example.com:443", &none, Some(Rule::NotAllowed)),
-        ("prefix attack", "xpkgs.example.com:443", &none, Some(Rule::NotAllowed)),
-        ("parent domain", "example.com:443", &none, Some(Rule::NotAllowed)),
-        ("subdomain", "a.pkgs.example.com:443", &none, Some(Rule::NotAllowed)),
+        (
+            "other port",
+            "pkgs.example.com:8080",
+            &none,
+            Some(Rule::NotAllowed),
+        ),
+        (
+            "uppercase trailing dot allowed",
+            "PKGS.EXAMPLE.COM.:443",
+            &none,
+            None,
+        ),
+        (
+            "suffix attack",
+            "pkgs.example.com.evil.example.com:443",
+            &none,
+            Some(Rule::NotAllowed),
+        ),
+        (
+            "prefix attack",
+            "xpkgs.example.com:443",
+            &none,
+            Some(Rule::NotAllowed),
+        ),
+        (
+            "parent domain",
+            "example.com:443",
+            &none,
+            Some(Rule::NotAllowed),
+        ),
+        (
+            "subdomain",
+            "a.pkgs.example.com:443",
+            &none,
+            Some(Rule::NotAllowed),
+        ),
         ("explicit port entry", "api.example.com:8443", &none, None),
-        ("explicit port entry not 443", "api.example.com:443", &none, Some(Rule::NotAllowed)),
-        ("ip literal loopback", "127.0.0.1:80", &none, Some(Rule::IpLiteral)),
-        ("ip literal decimal", "2130706433:80", &none, Some(Rule::IpLiteral)),
-        ("ip literal octal", "0177.0.0.1:80", &none, Some(Rule::IpLiteral)),
-        ("ip literal hex", "0x7f000001:80", &none, Some(Rule::IpLiteral)),
+        (
+            "explicit port entry not 443",
+            "api.example.com:443",
+            &none,
+            Some(Rule::NotAllowed),
+        ),
+        (
+            "ip literal loopback",
+            "127.0.0.1:80",
+            &none,
+            Some(Rule::IpLiteral),
+        ),
+        (
+            "ip literal decimal",
+            "2130706433:80",
+            &none,
+            Some(Rule::IpLiteral),
+        ),
+        (
+            "ip literal octal",
+            "0177.0.0.1:80",
+            &none,
+            Some(Rule::IpLiteral),
+        ),
+        (
+            "ip literal hex",
+            "0x7f000001:80",
+            &none,
+            Some(Rule::IpLiteral),
+        ),
         ("ip literal short", "127.1:80", &none, Some(Rule::IpLiteral)),
         ("ip literal v6", "[::1]:443", &none, Some(Rule::IpLiteral)),
-        ("ip literal mapped", "[::ffff:127.0.0.1]:443", &none, Some(Rule::IpLiteral)),
-        ("ip literal metadata", "169.254.169.254:80", &none, Some(Rule::IpLiteral)),
+        (
+            "ip literal mapped",
+            "[::ffff:127.0.0.1]:443",
+            &none,
+            Some(Rule::IpLiteral),
+        ),
+        (
+            "ip literal metadata",
+            "169.254.169.254:80",
+            &none,
+            Some(Rule::IpLiteral),
+        ),
         ("allowed ip canonical", "10.0.0.7:8080", &none, None),
-        ("allowed ip hex spelling", "0x0a000007:8080", &none, Some(Rule::IpLiteral)),
-        ("allowed ip other port", "10.0.0.7:80", &none, Some(Rule::IpLiteral)),
+        (
+            "allowed ip hex spelling",
+            "0x0a000007:8080",
+            &none,
+            Some(Rule::IpLiteral),
+        ),
+        (
+            "allowed ip other port",
+            "10.0.0.7:80",
+            &none,
+            Some(Rule::IpLiteral),
+        ),
         ("allowed v6", "[2001:db8::7]:443", &none, None),
-        ("bad port", "pkgs.example.com:0", &none, Some(Rule::BadTarget)),
-        ("brackets around name", "[pkgs.example.com]:443", &none, Some(Rule::BadTarget)),
+        (
+            "bad port",
+            "pkgs.example.com:0",
+            &none,
+            Some(Rule::BadTarget),
+        ),
+        (
+            "brackets around name",
+            "[pkgs.example.com]:443",
+            &none,
+            Some(Rule::BadTarget),
+        ),
     ];
     for (what, target, host, want) in cases {
         assert_eq!(&name_rule(&r, target, host), want, "case {what:?}");
@@ -78,13 +170,29 @@ fn host_header_table() {
         ("same", header("pkgs.example.com", 80), None),
         ("same with port", header("pkgs.example.com:80", 80), None),
         ("case and dot", header("PKGS.example.com.", 80), None),
-        ("other allowed host", header("other.example.com", 80), Some(Rule::HostMismatch)),
-        ("other port", header("pkgs.example.com:8080", 80), Some(Rule::HostMismatch)),
+        (
+            "other allowed host",
+            header("other.example.com", 80),
+            Some(Rule::HostMismatch),
+        ),
+        (
+            "other port",
+            header("pkgs.example.com:8080", 80),
+            Some(Rule::HostMismatch),
+        ),
         ("two headers", HostHeader::Many, Some(Rule::BadTarget)),
-        ("malformed", header("pkgs.example.com:x", 80), Some(Rule::BadTarget)),
+        (
+            "malformed",
+            header("pkgs.example.com:x", 80),
+            Some(Rule::BadTarget),
+        ),
     ];
     for (what, host, want) in cases {
-        assert_eq!(name_rule(&r, "pkgs.example.com:80", host), *want, "case {what:?}");
+        assert_eq!(
+            name_rule(&r, "pkgs.example.com:80", host),
+            *want,
+            "case {what:?}"
+        );
     }
 }
 
@@ -94,15 +202,25 @@ fn shadow_allow_mode_records_would_deny() {
     r.allow_mode = AllowMode::Shadow;
     let t = parse_authority("other.example.com:443", None).unwrap();
     match decide_name(&r, &t, &HostHeader::Absent) {
-        NameVerdict::Proceed { would_deny: Some(w) } => assert_eq!(w.rule, Rule::NotAllowed),
+        NameVerdict::Proceed {
+            would_deny: Some(w),
+        } => assert_eq!(w.rule, Rule::NotAllowed),
         v => panic!("got {v:?}"),
     }
     // IP literals are enforced even in shadow mode.
     let t = parse_authority("127.0.0.1:443", None).unwrap();
-    assert!(matches!(decide_name(&r, &t, &HostHeader::Absent), NameVerdict::Deny(_)));
+    assert!(matches!(
+        decide_name(&r, &t, &HostHeader::Absent),
+        NameVerdict::Deny(_)
+    ));
 }
 
-fn addr_rule(r: &TaskRules, res: Resolution, taint: TaintState, body: bool) -> Result<Vec<SocketAddr>, Rule> {
+fn addr_rule(
+    r: &TaskRules,
+    res: Resolution,
+    taint: TaintState,
+    body: bool,
+) -> Result<Vec<SocketAddr>, Rule> {
     let t = parse_authority("pkgs.example.com:443", None).unwrap();
     let own = OwnAddrs {
         exact: ["127.0.0.1:3128".parse().unwrap()].into_iter().collect(),
@@ -133,24 +251,143 @@ fn address_table() {
     let clean = TaintState::Clean;
     let tainted = TaintState::Tainted(prov());
     let sa = |s: &str| -> SocketAddr { s.parse().unwrap() };
-    type Case<'a> = (&'a str, &'a TaskRules, Resolution, TaintState, bool, Result<Vec<SocketAddr>, Rule>);
+    type Case<'a> = (
+        &'a str,
+        &'a TaskRules,
+        Resolution,
+        TaintState,
+        bool,
+        Result<Vec<SocketAddr>, Rule>,
+    );
     let cases: Vec<Case> = vec![
-        ("public", &r, ips(&["93.184.216.34"]), clean.clone(), false, Ok(vec![sa("93.184.216.34:443")])),
-        ("loopback", &r, ips(&["127.0.0.1"]), clean.clone(), false, Err(Rule::PrivateAddress)),
-        ("metadata", &r, ips(&["169.254.169.254"]), clean.clone(), false, Err(Rule::PrivateAddress)),
-        ("cgnat", &r, ips(&["100.64.1.1"]), clean.clone(), false, Err(Rule::PrivateAddress)),
-        ("nat64 private", &r, ips(&["64:ff9b::a00:1"]), clean.clone(), false, Err(Rule::PrivateAddress)),
-        ("mixed keeps only public", &r, ips(&["10.0.0.1", "93.184.216.34"]), clean.clone(), false, Ok(vec![sa("93.184.216.34:443")])),
-        ("allow_private admits", &private_ok, ips(&["127.0.0.1"]), clean.clone(), false, Ok(vec![sa("127.0.0.1:443")])),
-        ("allow_private is exact cidr", &private_ok, ips(&["10.0.0.1"]), clean.clone(), false, Err(Rule::PrivateAddress)),
-        ("no answers", &r, ips(&[]), clean.clone(), false, Err(Rule::DnsFailed)),
-        ("dns failed", &r, Resolution::Failed("nxdomain".into()), clean.clone(), false, Err(Rule::DnsFailed)),
-        ("tainted no body", &r, ips(&["93.184.216.34"]), tainted.clone(), false, Ok(vec![sa("93.184.216.34:443")])),
-        ("tainted with body", &r, ips(&["93.184.216.34"]), tainted.clone(), true, Err(Rule::UntrustedTarget)),
-        ("private before taint", &r, ips(&["10.0.0.1"]), tainted.clone(), true, Err(Rule::PrivateAddress)),
-        ("taint before dns", &r, Resolution::Failed("nxdomain".into()), tainted.clone(), true, Err(Rule::UntrustedTarget)),
-        ("overflow fails closed", &r, ips(&["93.184.216.34"]), TaintState::Overflow, true, Err(Rule::UntrustedTarget)),
-        ("overflow without body", &r, ips(&["93.184.216.34"]), TaintState::Overflow, false, Ok(vec![sa("93.184.216.34:443")])),
+        (
+            "public",
+            &r,
+            ips(&["93.184.216.34"]),
+            clean.clone(),
+            false,
+            Ok(vec![sa("93.184.216.34:443")]),
+        ),
+        (
+            "loopback",
+            &r,
+            ips(&["127.0.0.1"]),
+            clean.clone(),
+            false,
+            Err(Rule::PrivateAddress),
+        ),
+        (
+            "metadata",
+            &r,
+            ips(&["169.254.169.254"]),
+            clean.clone(),
+            false,
+            Err(Rule::PrivateAddress),
+        ),
+        (
+            "cgnat",
+            &r,
+            ips(&["100.64.1.1"]),
+            clean.clone(),
+            false,
+            Err(Rule::PrivateAddress),
+        ),
+        (
+            "nat64 private",
+            &r,
+            ips(&["64:ff9b::a00:1"]),
+            clean.clone(),
+            false,
+            Err(Rule::PrivateAddress),
+        ),
+        (
+            "mixed keeps only public",
+            &r,
+            ips(&["10.0.0.1", "93.184.216.34"]),
+            clean.clone(),
+            false,
+            Ok(vec![sa("93.184.216.34:443")]),
+        ),
+        (
+            "allow_private admits",
+            &private_ok,
+            ips(&["127.0.0.1"]),
+            clean.clone(),
+            false,
+            Ok(vec![sa("127.0.0.1:443")]),
+        ),
+        (
+            "allow_private is exact cidr",
+            &private_ok,
+            ips(&["10.0.0.1"]),
+            clean.clone(),
+            false,
+            Err(Rule::PrivateAddress),
+        ),
+        (
+            "no answers",
+            &r,
+            ips(&[]),
+            clean.clone(),
+            false,
+            Err(Rule::DnsFailed),
+        ),
+        (
+            "dns failed",
+            &r,
+            Resolution::Failed("nxdomain".into()),
+            clean.clone(),
+            false,
+            Err(Rule::DnsFailed),
+        ),
+        (
+            "tainted no body",
+            &r,
+            ips(&["93.184.216.34"]),
+            tainted.clone(),
+            false,
+            Ok(vec![sa("93.184.216.34:443")]),
+        ),
+        (
+            "tainted with body",
+            &r,
+            ips(&["93.184.216.34"]),
+            tainted.clone(),
+            true,
+            Err(Rule::UntrustedTarget),
+        ),
+        (
+            "private before taint",
+            &r,
+            ips(&["10.0.0.1"]),
+            tainted.clone(),
+            true,
+            Err(Rule::PrivateAddress),
+        ),
+        (
+            "taint before dns",
+            &r,
+            Resolution::Failed("nxdomain".into()),
+            tainted.clone(),
+            true,
+            Err(Rule::UntrustedTarget),
+        ),
+        (
+            "overflow fails closed",
+            &r,
+            ips(&["93.184.216.34"]),
+            TaintState::Overflow,
+            true,
+            Err(Rule::UntrustedTarget),
+        ),
+        (
+            "overflow without body",
+            &r,
+            ips(&["93.184.216.34"]),
+            TaintState::Overflow,
+            false,
+            Ok(vec![sa("93.184.216.34:443")]),
+        ),
     ];
     for (what, rules, res, taint, body, want) in cases {
         assert_eq!(addr_rule(rules, res, taint, body), want, "case {what:?}");
@@ -168,7 +405,13 @@ fn own_listener_refused_even_when_private_allowed() {
         any_ip_ports: HashSet::new(),
     };
     let d = decide_addresses(&r, &t, &res, &own, &TaintState::Clean, false, None);
-    assert!(matches!(d, Decision::Deny(Refusal { rule: Rule::PrivateAddress, .. })));
+    assert!(matches!(
+        d,
+        Decision::Deny(Refusal {
+            rule: Rule::PrivateAddress,
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -186,13 +429,30 @@ fn taint_shadow_allows_with_would_deny() {
         None,
     );
     match d {
-        Decision::Allow { would_deny: Some(w), .. } => {
+        Decision::Allow {
+            would_deny: Some(w),
+            ..
+        } => {
             assert_eq!(w.rule, Rule::UntrustedTarget);
             assert_eq!(w.tainted_by, Some(prov()));
         }
         d => panic!("got {d:?}"),
     }
     r.taint_mode = TaintMode::Off;
-    let d = decide_addresses(&r, &t, &ips(&["93.184.216.34"]), &OwnAddrs::default(), &TaintState::Tainted(prov()), true, None);
-    assert!(matches!(d, Decision::Allow { would_deny: None, .. }));
+    let d = decide_addresses(
+        &r,
+        &t,
+        &ips(&["93.184.216.34"]),
+        &OwnAddrs::default(),
+        &TaintState::Tainted(prov()),
+        true,
+        None,
+    );
+    assert!(matches!(
+        d,
+        Decision::Allow {
+            would_deny: None,
+            ..
+        }
+    ));
 }

@@ -1,1 +1,11 @@
-fn main(){}
+//! End-to-end tests: the real `sluice` binary, driven by curl and raw
+//! sockets, against upstreams on 127.0.0.1. Each denial checks that
+//! nothing reached the upstream; each allow that the bytes arrived intact;
+//! each test checks the access-log line.
+
+mod check;
+mod connect;
+mod denials;
+mod forward;
+mod limits;
+mod util;

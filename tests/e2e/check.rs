@@ -1,0 +1,108 @@
+//! `sluice check` and `sluice run` on valid and invalid configs.
+
+use std::process::Command;
+
+use crate::util::*;
+
+fn check(config: &str) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, config).unwrap();
+    let out = Command::new(bin())
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_prints_one_row_per_task_with_marks() {
+    let cfg = r#"
+[[task]]
+id = "build"
+listen = ["tcp:127.0.0.1:3128"]
+allow = ["registry.npmjs.org", "github.com:443"]
+
+[[task]]
+id = "agent"
+listen = ["unix:agent.sock"]
+allow = ["pypi.org"]
+allow_mode = "shadow"
+allow_private = ["10.0.0.0/8"]
+intercept = "none"
+[task.taint]
+mode = "off"
+"#;
+    let (code, out, err) = check(cfg);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].contains("is valid: 2 task(s)"), "{out}");
+    assert!(lines[1].starts_with("TASK"), "{out}");
+    let build = lines.iter().find(|l| l.starts_with("build")).unwrap();
+    assert!(
+        build.contains("github.com:443 registry.npmjs.org:80,443"),
+        "{build}"
+    );
+    assert!(!build.contains('!'), "defaults carry no mark: {build}");
+    let agent = lines.iter().find(|l| l.starts_with("agent")).unwrap();
+    for mark in ["!shadow", "!off", "!none", "!10.0.0.0/8"] {
+        assert!(agent.contains(mark), "{mark} in {agent}");
+    }
+}
+
+#[test]
+fn check_embedded_default() {
+    let out = Command::new(bin()).arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("default") && text.contains("tcp:127.0.0.1:3128"),
+        "{text}"
+    );
+    assert!(text.contains("registry.npmjs.org:80,443"), "{text}");
+}
+
+#[test]
+fn invalid_configs_exit_1_naming_file_line_and_key() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("unknown key", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallwo = []\n", ":4: toml: unknown field `allwo`"),
+        ("duplicate task id", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:2\"]\n", ":5: task.id"),
+        ("shared listener", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n[[task]]\nid = \"b\"\nlisten = [\"tcp:127.0.0.1:1\"]\n", ":6: task[b].listen"),
+        ("bad cidr", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow_private = [\"10.0.0.0/40\"]\n", ":4: task[a].allow_private"),
+        ("bad host", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"exa mple.com\"]\n", ":4: task[a].allow"),
+    ];
+    for (what, cfg, needle) in cases {
+        let (code, _out, err) = check(cfg);
+        assert_eq!(code, 1, "case {what}: {err}");
+        assert!(
+            err.contains("c.toml") && err.contains(needle),
+            "case {what}: {err}"
+        );
+    }
+    // Several problems are all listed.
+    let (code, _, err) = check("[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"a b\"]\nallow_private = [\"x\"]\n");
+    assert_eq!(code, 1);
+    assert!(err.contains(":4: ") && err.contains(":5: "), "{err}");
+}
+
+#[test]
+fn run_with_invalid_config_exits_1_and_usage_error_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[[task]]\nid = \"a\"\n").unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:2: task[a].listen"), "{err}");
+    let out = Command::new(bin()).args(["frobnicate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,187 @@
+//! CONNECT tunnels through sluice.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::time::Duration;
+
+use crate::util::*;
+
+#[test]
+fn allowed_connect_relays_both_ways_and_logs_bytes() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let s = Sluice::start(&config(
+        &dns,
+        &[format!("pkgs.example.com:{}", up.port())],
+        "",
+        "",
+    ));
+    let size = 10 * 1024 * 1024;
+    let url = format!("http://pkgs.example.com:{}/big?n={size}", up.port());
+    let file = s.dir.path().join("tunnel.bin");
+    let out = curl(&[
+        "-p",
+        "-x",
+        &s.proxy(0),
+        "-o",
+        file.to_str().unwrap(),
+        "-w",
+        "%{http_connect} %{http_code}",
+        &url,
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "200 200",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read(&file).unwrap() == pattern(size),
+        "tunnelled bytes differ"
+    );
+    let row = last_row_for(&s, "t", "pkgs.example.com");
+    assert_eq!(row["kind"], "connect");
+    assert_eq!(row["method"], "CONNECT");
+    assert_eq!(row["decision"], "allow");
+    assert_eq!(row["path"], serde_json::Value::Null);
+    assert_eq!(
+        row["body"], true,
+        "an opaque tunnel counts as carrying a body"
+    );
+    assert!(row["bytes_down"].as_u64().unwrap() > size as u64);
+    assert!(row["bytes_up"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn connect_half_close_is_passed_on() {
+    // An echo-until-EOF upstream: it answers only after the client shuts
+    // down its sending side, so the reply proves the half-close arrived.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        c.write_all(format!("got {} bytes", got.len()).as_bytes())
+            .unwrap();
+    });
+    let dns = FakeDns::start();
+    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{port}")], "", ""));
+    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "CONNECT pkgs.example.com:{port} HTTP/1.1\r\nHost: pkgs.example.com:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = [0u8; 1024];
+    let n = c.read(&mut head).unwrap();
+    assert!(
+        head[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head[..n])
+    );
+    c.write_all(b"hello").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut reply = String::new();
+    c.read_to_string(&mut reply).unwrap();
+    assert_eq!(reply, "got 5 bytes");
+    server.join().unwrap();
+    let row = last_row_for(&s, "t", "pkgs.example.com");
+    assert_eq!(row["bytes_up"], 5);
+    assert_eq!(row["bytes_down"], 11);
+}
+
+#[test]
+fn connect_not_allowed_is_refused_before_dialling() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let s = Sluice::start(&config(
+        &dns,
+        &[format!("pkgs.example.com:{}", up.port())],
+        "",
+        "",
+    ));
+    let url = format!("http://other.example.com:{}/", up.port());
+    let out = curl(&[
+        "-p",
+        "-x",
+        &s.proxy(0),
+        "-w",
+        "%{http_connect}",
+        "-o",
+        "/dev/null",
+        &url,
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "403");
+    let raw_answer = raw(
+        &s.proxy_addr(),
+        format!(
+            "CONNECT other.example.com:{p} HTTP/1.1\r\nHost: other.example.com:{p}\r\n\r\n",
+            p = up.port()
+        )
+        .as_bytes(),
+    );
+    assert_refused(&parse_http(&raw_answer).unwrap(), 403, "not-allowed");
+    assert_eq!(up.conns(), 0, "nothing reached the upstream");
+    let row = last_row_for(&s, "t", "other.example.com");
+    assert_eq!(row["kind"], "connect");
+    assert_eq!(row["decision"], "deny");
+    assert_eq!(row["rule"], "not-allowed");
+    assert_eq!(row["status"], 403);
+}
+
+#[test]
+fn connect_to_dead_upstream_is_502_before_200() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let dns = FakeDns::start();
+    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{port}")], "", ""));
+    let raw_answer = raw(
+        &s.proxy_addr(),
+        format!("CONNECT pkgs.example.com:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+    );
+    let a = parse_http(&raw_answer).unwrap();
+    assert_refused(&a, 502, "upstream-failed");
+    assert!(String::from_utf8_lossy(&a.body).contains("cannot connect"));
+    let row = last_row_for(&s, "t", "pkgs.example.com");
+    assert_eq!(row["rule"], "upstream-failed");
+}
+
+#[test]
+fn connect_bad_authorities_are_bad_target() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let s = Sluice::start(&config(
+        &dns,
+        &[format!("pkgs.example.com:{}", up.port())],
+        "",
+        "",
+    ));
+    let p = up.port();
+    let cases = [
+        ("no port", "pkgs.example.com".to_string()),
+        ("port zero", "pkgs.example.com:0".to_string()),
+        ("leading zero port", format!("pkgs.example.com:0{p}")),
+        ("named port", "pkgs.example.com:http".to_string()),
+        ("brackets around a name", format!("[pkgs.example.com]:{p}")),
+    ];
+    for (what, authority) in cases {
+        let ans = raw(
+            &s.proxy_addr(),
+            format!("CONNECT {authority} HTTP/1.1\r\n\r\n").as_bytes(),
+        );
+        match parse_http(&ans) {
+            Some(a) => assert_eq!(
+                a.status,
+                400,
+                "case {what}: {}",
+                String::from_utf8_lossy(&a.body)
+            ),
+            None => panic!("case {what}: no answer"),
+        }
+    }
+    assert_eq!(up.conns(), 0);
+}
