@@ -22,7 +22,7 @@ use crate::config::{Snapshot, TaskConfig};
 use crate::log::{AccessRecord, Kind, TaintedBy, Verdict};
 use crate::policy::{
     self, target::parse_authority, CheckedAddr, Decision, Host, HostHeader, NameVerdict, Permit,
-    Refusal, Resolution, Rule, TaintState, Target,
+    Refusal, Resolution, Rule, TaintMode, Target,
 };
 use crate::respond::{self, ProxyBody};
 use crate::server::{Shared, TaskRuntime};
@@ -164,6 +164,7 @@ impl Admitted {
 /// intercepted requests: name rules → resolve → classify → taint.
 pub async fn admit(
     shared: &Shared,
+    runtime: &TaskRuntime,
     task: &TaskConfig,
     target: &Target,
     host_header: &HostHeader,
@@ -177,9 +178,10 @@ pub async fn admit(
         Host::Ip(ip) => Resolution::Literal(*ip),
         Host::Name(name) => shared.resolver.resolve(name).await,
     };
-    // The taint store arrives with the taint issue; until then nothing is
-    // tainted and only the pipeline position exists.
-    let taint = TaintState::Clean;
+    let taint = match &target.host {
+        Host::Name(n) => runtime.taint.state(n, &task.taint),
+        Host::Ip(ip) => runtime.taint.state(&ip.to_string(), &task.taint),
+    };
     match policy::decide_addresses(
         &task.rules,
         target,
@@ -291,7 +293,7 @@ async fn connect(
     ex.port = target.port;
     ex.url = target.to_string();
     let hh = host_header(req.headers(), target.port);
-    let admitted = match admit(&ctx.shared, task, &target, &hh, true).await {
+    let admitted = match admit(&ctx.shared, &ctx.task, task, &target, &hh, true).await {
         Ok(a) => a,
         Err(r) => return ctx.refuse(&ex, r),
     };
@@ -304,20 +306,28 @@ async fn connect(
     let idle = limits.tunnel_idle_timeout;
     let upgrade = hyper::upgrade::on(req);
     let ctx2 = ctx.clone();
+    let host = target.host.to_string();
     ctx.shared.tracker.spawn(async move {
         let bytes = RelayBytes::default();
+        // Closed at shutdown, or when the host becomes tainted.
+        let stop = ctx2.shared.hard_stop.child_token();
+        let _registered = ctx2.task.tunnels.register(&host, stop.clone());
         let end = match upgrade.await {
             Ok(upgraded) => {
                 let client = TokioIo::new(upgraded);
-                Some(tunnel::relay(client, upstream, &bytes, idle, &ctx2.shared.hard_stop).await)
+                Some(tunnel::relay(client, upstream, &bytes, idle, &stop).await)
             }
             Err(e) => {
                 tracing::debug!(error = %e, "CONNECT upgrade failed");
                 None
             }
         };
-        if end == Some(RelayEnd::Idle) {
-            tracing::debug!(url = %ex.url, "tunnel closed after idling");
+        match end {
+            Some(RelayEnd::Idle) => tracing::debug!(url = %ex.url, "tunnel closed after idling"),
+            Some(RelayEnd::Cancelled) if !ctx2.shared.hard_stop.is_cancelled() => {
+                tracing::info!(task = %ctx2.task.id, url = %ex.url, "opaque tunnel closed: its host became tainted")
+            }
+            _ => {}
         }
         let (verdict, refusal) = admitted.verdict();
         ctx2.record(
@@ -332,6 +342,38 @@ async fn connect(
         );
     });
     Response::new(respond::empty())
+}
+
+impl ConnCtx {
+    /// Adds hosts named by the response at `source` to the task's taint
+    /// set. In enforce mode, opaque tunnels to a newly tainted host close.
+    pub fn taint(&self, task: &TaskConfig, hosts: Vec<String>, source: &Arc<str>) {
+        use crate::taint::Inserted;
+        for h in hosts {
+            match self
+                .task
+                .taint
+                .insert(&h, source, &task.taint, &self.shared.log)
+            {
+                Inserted::New => {
+                    tracing::info!(task = %self.task.id, host = %h, source = %source, "tainted");
+                    if task.taint.mode == TaintMode::Enforce {
+                        self.task.tunnels.revoke(&h);
+                    }
+                }
+                Inserted::Overflow { first: true } => {
+                    tracing::error!(
+                        task = %self.task.id, max_hosts = task.taint.max_hosts,
+                        "taint-overflow: the taint set is full; from now on every body-carrying request to a non-exempt host is refused"
+                    );
+                    if task.taint.mode == TaintMode::Enforce {
+                        self.task.tunnels.revoke_all();
+                    }
+                }
+                Inserted::Overflow { first: false } | Inserted::Known | Inserted::Exempt => {}
+            }
+        }
+    }
 }
 
 /// The task was removed from the config while its connection was open.

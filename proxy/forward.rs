@@ -21,11 +21,14 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
-use crate::config::Snapshot;
+use crate::config::{Snapshot, TaskConfig};
 use crate::conn::{self, ConnCtx, Exchange};
 use crate::log::Kind;
-use crate::policy::{target::parse_authority, CheckedAddr, Permit, Refusal, Rule};
+use crate::policy::{
+    target::parse_authority, CheckedAddr, Permit, Refusal, Rule, TaintMode, Target,
+};
 use crate::respond::{self, ProxyBody};
+use crate::taint::body::BodyScanner;
 use crate::tunnel::{self, DialError, RelayBytes};
 
 /// The body type sent upstream.
@@ -190,7 +193,7 @@ pub async fn forward(
     ex.host = target.host.to_string();
     ex.port = target.port;
     let hh = conn::host_header(req.headers(), 80);
-    let admitted = match conn::admit(&ctx.shared, task, &target, &hh, body).await {
+    let admitted = match conn::admit(&ctx.shared, &ctx.task, task, &target, &hh, body).await {
         Ok(a) => a,
         Err(r) => return ctx.refuse(&ex, r),
     };
@@ -237,6 +240,23 @@ pub async fn forward(
     };
 
     let (mut rparts, rbody) = resp.into_parts();
+    // Read what comes back: headers now, the body as it is relayed.
+    let scan = (task.taint.mode != TaintMode::Off).then(|| {
+        let source: Arc<str> = source_url("http", &target, uri.path()).into();
+        let named = scan_headers(&rparts.headers);
+        if !named.is_empty() {
+            ctx.taint(task, named, &source);
+        }
+        let encoding = rparts
+            .headers
+            .get(header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok());
+        Scan {
+            body: BodyScanner::new(encoding, task.taint.max_scan_bytes),
+            task: task.clone(),
+            source,
+        }
+    });
     let switching = rparts.status == StatusCode::SWITCHING_PROTOCOLS;
     strip_hop_by_hop(&mut rparts.headers, switching && upgrade);
     let status = rparts.status.as_u16();
@@ -283,6 +303,7 @@ pub async fn forward(
     let relay = RelayBody {
         inner: rbody,
         bytes_down: 0,
+        scan,
         finish: Some(Finish {
             ctx,
             ex,
@@ -323,6 +344,35 @@ async fn send(
         Ok(resp) => Ok((resp, sender, addr.addr())),
         Err(e) => Err(upstream_error(addr, e)),
     }
+}
+
+/// The URL of a response, without its query, for provenance.
+pub fn source_url(scheme: &str, target: &Target, path: &str) -> String {
+    let default = if scheme == "https" { 443 } else { 80 };
+    if target.port == default {
+        format!("{scheme}://{}{path}", target.host)
+    } else {
+        format!("{scheme}://{}:{}{path}", target.host, target.port)
+    }
+}
+
+/// Headers that name other URLs.
+const URL_HEADERS: [HeaderName; 4] = [
+    header::LOCATION,
+    header::CONTENT_LOCATION,
+    header::LINK,
+    HeaderName::from_static("refresh"),
+];
+
+/// Host names in a response's URL-bearing headers.
+fn scan_headers(h: &HeaderMap) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in URL_HEADERS.iter() {
+        for v in h.get_all(name) {
+            out.extend(crate::taint::scan::scan_all(v.as_bytes()));
+        }
+    }
+    out
 }
 
 fn upstream_error(addr: CheckedAddr, e: hyper::Error) -> DialError {
@@ -374,16 +424,44 @@ struct Finish {
     reuse: Option<(Arc<Pool>, SocketAddr, SendRequest<UpBody>)>,
 }
 
-/// A response body relayed to the client: counts bytes, and logs the
-/// exchange (and returns the upstream connection) when it ends.
+/// Taint scanning of one response.
+struct Scan {
+    body: BodyScanner,
+    task: Arc<TaskConfig>,
+    /// The response URL without its query: the provenance of what it names.
+    source: Arc<str>,
+}
+
+/// A response body relayed to the client: scans it for host names before
+/// each chunk is passed on, counts bytes, and logs the exchange (and
+/// returns the upstream connection) when it ends.
 struct RelayBody {
     inner: Incoming,
     bytes_down: u64,
+    scan: Option<Scan>,
     finish: Option<Finish>,
 }
 
 impl RelayBody {
+    fn scan_chunk(&mut self, data: &[u8]) {
+        if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
+            let hosts = scan.body.feed(data);
+            if !hosts.is_empty() {
+                f.ctx.taint(&scan.task, hosts, &scan.source);
+            }
+        }
+    }
+
     fn finish(&mut self, complete: bool) {
+        if let (Some(mut scan), Some(f)) = (self.scan.take(), self.finish.as_ref()) {
+            let (hosts, skipped) = scan.body.finish();
+            if !hosts.is_empty() {
+                f.ctx.taint(&scan.task, hosts, &scan.source);
+            }
+            if let Some(why) = skipped {
+                tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan incomplete: {why}");
+            }
+        }
         if let Some(f) = self.finish.take() {
             f.ctx.record(
                 &f.ex,
@@ -414,6 +492,9 @@ impl Body for RelayBody {
             Poll::Ready(Some(Ok(f))) => {
                 if let Some(d) = f.data_ref() {
                     self.bytes_down += d.len() as u64;
+                    // Before the bytes reach the client: a name is tainted
+                    // before a request sent after reading it can arrive.
+                    self.scan_chunk(d);
                 }
                 if self.inner.is_end_stream() {
                     self.finish(true);

@@ -12,6 +12,8 @@
 //! - [`dns`]: resolve a name once, for policy to classify.
 //! - [`tunnel`]: dial the checked address; relay bytes both ways.
 //! - [`forward`]: relay HTTP requests over pooled upstream connections.
+//! - [`taint`]: scan relayed responses for host names; the per-task taint
+//!   set with provenance, persisted and reloaded.
 //! - [`respond`]: the one place refusals become HTTP responses.
 //! - [`log`]: the per-task JSON-lines access log writer.
 //! - [`server`]: live state, start-up and graceful shutdown.
@@ -27,4 +29,5 @@ pub mod log;
 pub mod policy;
 pub mod respond;
 pub mod server;
+pub mod taint;
 pub mod tunnel;

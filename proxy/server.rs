@@ -21,6 +21,7 @@ use crate::forward::Pool;
 use crate::listener::{self, Bound};
 use crate::log::AccessLog;
 use crate::policy::OwnAddrs;
+use crate::taint::{TaintStore, TunnelRegistry};
 
 /// Per-task state that lives as long as the task.
 pub struct TaskRuntime {
@@ -29,6 +30,10 @@ pub struct TaskRuntime {
     pub conns: Arc<Semaphore>,
     /// Idle upstream connections, keyed by checked address.
     pub pool: Arc<Pool>,
+    /// Hosts named by this task's fetched responses.
+    pub taint: Arc<TaintStore>,
+    /// Open opaque tunnels, so a new taint can close them.
+    pub tunnels: TunnelRegistry,
 }
 
 /// State every connection reads.
@@ -82,10 +87,20 @@ pub async fn run(snapshot: Snapshot) -> anyhow::Result<()> {
         .tasks
         .iter()
         .map(|t| {
+            let path = snapshot.state_dir.join("tasks").join(&t.id).join("taint.jsonl");
+            let (store, loaded, bad) = TaintStore::load(&t.id, &path, t.taint.max_hosts);
+            if loaded > 0 || bad > 0 {
+                tracing::info!(task = %t.id, hosts = loaded, unreadable_lines = bad, "taint set reloaded");
+            }
+            if store.overflowed() {
+                tracing::error!(task = %t.id, max_hosts = t.taint.max_hosts, "taint-overflow: the saved taint set is larger than max_hosts; the task fails closed");
+            }
             let rt = TaskRuntime {
                 id: t.id.as_str().into(),
                 conns: Arc::new(Semaphore::new(limits.max_connections_per_task)),
                 pool: Arc::new(Pool::default()),
+                taint: Arc::new(store),
+                tunnels: TunnelRegistry::default(),
             };
             (t.id.clone(), Arc::new(rt))
         })

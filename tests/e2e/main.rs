@@ -8,4 +8,5 @@ mod connect;
 mod denials;
 mod forward;
 mod limits;
+mod taint;
 mod util;

@@ -188,6 +188,7 @@ fn question_end(msg: &[u8]) -> Option<usize> {
 pub struct Sluice {
     child: Child,
     pub dir: tempfile::TempDir,
+    pub config: PathBuf,
     /// Bound addresses, in the order of the config's listeners.
     pub listeners: Vec<String>,
 }
@@ -207,53 +208,23 @@ impl Sluice {
     }
 
     pub fn start_in(dir: tempfile::TempDir, path: PathBuf) -> Sluice {
-        let expected = count_listeners(&std::fs::read_to_string(&path).unwrap());
-        let mut child = Command::new(bin())
-            .args(["run", "--config"])
-            .arg(&path)
-            .env("SLUICE_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn sluice");
-        let stderr = child.stderr.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let l2 = lines.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(i) = line.find("listen=") {
-                    let addr = line[i + 7..]
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or("")
-                        .to_string();
-                    let _ = tx.send(addr);
-                }
-                l2.lock().unwrap().push(line);
-            }
-        });
-        let mut listeners = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while listeners.len() < expected {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(a) => listeners.push(a),
-                Err(_) => {
-                    let _ = child.kill();
-                    panic!(
-                        "sluice did not start listening: {:#?}",
-                        lines.lock().unwrap()
-                    );
-                }
-            }
-        }
+        let (child, listeners) = spawn(&path);
         Sluice {
             child,
             dir,
+            config: path,
             listeners,
         }
+    }
+
+    /// Kills sluice hard (SIGKILL, no flush) and starts it again on the
+    /// same config and state.
+    pub fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, listeners) = spawn(&self.config);
+        self.child = child;
+        self.listeners = listeners;
     }
 
     /// `http://127.0.0.1:PORT` of the n-th TCP listener.
@@ -308,6 +279,57 @@ impl Drop for Sluice {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts `sluice run --config path`; waits (bounded) until every
+/// listener is bound and returns their addresses.
+fn spawn(path: &Path) -> (Child, Vec<String>) {
+    let expected = count_listeners(&std::fs::read_to_string(path).unwrap());
+    let mut child = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(path)
+        .env("SLUICE_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sluice");
+    let stderr = child.stderr.take().unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let l2 = lines.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(i) = line.find("listen=") {
+                let addr = line[i + 7..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                let _ = tx.send(addr);
+            }
+            if std::env::var_os("SLUICE_TEST_STDERR").is_some() {
+                eprintln!("sluice: {line}");
+            }
+            l2.lock().unwrap().push(line);
+        }
+    });
+    let mut listeners = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while listeners.len() < expected {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(a) => listeners.push(a),
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "sluice did not start listening: {:#?}",
+                    lines.lock().unwrap()
+                );
+            }
+        }
+    }
+    (child, listeners)
 }
 
 fn count_listeners(config: &str) -> usize {

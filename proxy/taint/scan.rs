@@ -1,0 +1,461 @@
+//! The host-name scanner: a streaming, pure reader of response bytes.
+//!
+//! Finds host names in URLs of any scheme (`scheme://host`), `//host`
+//! forms, JSON-escaped `https:\/\/host`, percent-encoded
+//! `https%3A%2F%2Fhost`, `\u002F`-escaped forms, and bare domain names
+//! whose last label is a public suffix (Mozilla's list, via `psl`).
+//! Works chunk by chunk with a few bytes of state, so a name split across
+//! chunks is found, and nothing is buffered but the current token.
+//!
+//! Decided and documented:
+//! - e-mail addresses: the domain after `@` counts as a bare domain (it is
+//!   named, and tainting it costs nothing);
+//! - version numbers (`1.2.3`) and IP literals are not hosts;
+//! - file names are hosts only when their extension is a public suffix
+//!   (`readme.md` and `setup.py` are, `index.html` and `app.js` are not):
+//!   a false taint only refuses bodies to a host nobody meant to reach;
+//! - in URL context (`//` before the token) any valid name counts, even one
+//!   without a dot (`http://intranet/`).
+//!
+//! Must not do I/O, allocate per byte, or decide anything.
+
+use crate::policy::target::normalize_host;
+use crate::policy::Host;
+
+/// Longest token considered (a DNS name is at most 253 bytes; IDN text in
+/// UTF-8 can take up to four bytes a character).
+const MAX_TOKEN: usize = 1024;
+
+/// Bytes that can be part of a host name token. Bytes ≥ 0x80 are UTF-8 of
+/// internationalised names.
+const fn host_table() -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_' || b >= 0x80;
+        i += 1;
+    }
+    t
+}
+static HOST_BYTE: [bool; 256] = host_table();
+
+/// The unescaping front end: `%XX`, `\/` and `\uXXXX` decoded on the fly.
+#[derive(Clone, Copy, Debug, Default)]
+enum Escape {
+    #[default]
+    Plain,
+    /// After `%`, with n hex digits read.
+    Percent { n: u8, val: u8 },
+    /// After `\`.
+    Backslash,
+    /// After `\u`, with n hex digits read.
+    Unicode { n: u8, val: u32 },
+}
+
+/// Streaming host scanner. Feed it chunks; it reports each host name it
+/// completes, and at the end of every chunk the name in progress (so a host
+/// is known before the last byte of its name is passed on).
+#[derive(Debug)]
+pub struct Scanner {
+    escape: Escape,
+    token: Vec<u8>,
+    in_token: bool,
+    overlong: bool,
+    url_context: bool,
+    /// The two bytes before the current position (for `//`).
+    prev: [u8; 2],
+}
+
+impl Default for Scanner {
+    fn default() -> Self {
+        Scanner {
+            escape: Escape::Plain,
+            token: Vec::with_capacity(64),
+            in_token: false,
+            overlong: false,
+            url_context: false,
+            prev: [0; 2],
+        }
+    }
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+impl Scanner {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Scans one chunk. `found` receives normalised host names; the same
+    /// name may be reported more than once.
+    pub fn feed(&mut self, chunk: &[u8], found: &mut impl FnMut(String)) {
+        let mut i = 0;
+        while i < chunk.len() {
+            let b = chunk[i];
+            // Fast path: plain bytes outside any escape.
+            if let Escape::Plain = self.escape {
+                if b != b'%' && b != b'\\' {
+                    self.byte(b, found);
+                    i += 1;
+                    continue;
+                }
+            }
+            self.escaped(b, found);
+            i += 1;
+        }
+    }
+
+    /// Reports the name in progress without ending it.
+    pub fn peek(&self, found: &mut impl FnMut(String)) {
+        if self.in_token {
+            self.report(found);
+        }
+    }
+
+    /// Ends the stream: reports the last token.
+    pub fn finish(&mut self, found: &mut impl FnMut(String)) {
+        // A partial escape at the very end cannot start a host.
+        self.escape = Escape::Plain;
+        if self.in_token {
+            self.report(found);
+            self.in_token = false;
+        }
+    }
+
+    fn escaped(&mut self, b: u8, found: &mut impl FnMut(String)) {
+        match self.escape {
+            Escape::Plain => match b {
+                b'%' => self.escape = Escape::Percent { n: 0, val: 0 },
+                b'\\' => self.escape = Escape::Backslash,
+                _ => self.byte(b, found),
+            },
+            Escape::Percent { n, val } => match hex(b) {
+                Some(h) if n == 1 => {
+                    self.escape = Escape::Plain;
+                    self.byte(val << 4 | h, found);
+                }
+                Some(h) => self.escape = Escape::Percent { n: 1, val: h },
+                None => {
+                    // Not an escape: the `%` ends any token; re-read b.
+                    self.escape = Escape::Plain;
+                    self.byte(b'%', found);
+                    self.escaped(b, found);
+                }
+            },
+            Escape::Backslash => match b {
+                b'/' => {
+                    self.escape = Escape::Plain;
+                    self.byte(b'/', found);
+                }
+                b'u' | b'U' => self.escape = Escape::Unicode { n: 0, val: 0 },
+                _ => {
+                    self.escape = Escape::Plain;
+                    self.byte(b'\\', found);
+                    self.escaped(b, found);
+                }
+            },
+            Escape::Unicode { n, val } => match hex(b) {
+                Some(h) if n == 3 => {
+                    self.escape = Escape::Plain;
+                    let c = char::from_u32(val << 4 | u32::from(h)).unwrap_or('\u{fffd}');
+                    let mut buf = [0u8; 4];
+                    for &x in c.encode_utf8(&mut buf).as_bytes() {
+                        self.byte(x, found);
+                    }
+                }
+                Some(h) => {
+                    self.escape = Escape::Unicode {
+                        n: n + 1,
+                        val: val << 4 | u32::from(h),
+                    }
+                }
+                None => {
+                    self.escape = Escape::Plain;
+                    self.byte(b'\\', found);
+                    self.escaped(b, found);
+                }
+            },
+        }
+    }
+
+    #[inline]
+    fn byte(&mut self, b: u8, found: &mut impl FnMut(String)) {
+        if HOST_BYTE[b as usize] {
+            if !self.in_token {
+                self.in_token = true;
+                self.overlong = false;
+                self.token.clear();
+                self.url_context = self.prev == *b"//";
+            }
+            if self.token.len() < MAX_TOKEN {
+                self.token.push(b);
+            } else {
+                self.overlong = true;
+            }
+        } else if self.in_token {
+            self.report(found);
+            self.in_token = false;
+        }
+        self.prev = [self.prev[1], b];
+    }
+
+    /// Reports the current token if it is a host name.
+    fn report(&self, found: &mut impl FnMut(String)) {
+        if self.overlong {
+            return;
+        }
+        if let Some(h) = host_of(&self.token, self.url_context) {
+            found(h);
+        }
+    }
+}
+
+/// Is this token a host name? Returns it normalised.
+fn host_of(token: &[u8], url_context: bool) -> Option<String> {
+    let trim = |b: &u8| matches!(b, b'.' | b'-' | b'_');
+    let start = token.iter().position(|b| !trim(b))?;
+    let end = token.len() - token.iter().rev().position(|b| !trim(b))?;
+    let t = &token[start..end];
+    if !url_context && !t.contains(&b'.') {
+        return None;
+    }
+    let s = std::str::from_utf8(t).ok()?;
+    match normalize_host(s) {
+        Ok(Host::Name(n)) if url_context || bare_domain(&n) => Some(n),
+        _ => None,
+    }
+}
+
+/// A bare name counts when its suffix is on the public suffix list and
+/// there is a label in front of it (`example.com`, not `com` or `co.uk`).
+fn bare_domain(name: &str) -> bool {
+    match psl::suffix(name.as_bytes()) {
+        Some(s) if s.is_known() => psl::domain(name.as_bytes()).is_some(),
+        _ => false,
+    }
+}
+
+/// Scans a whole buffer (headers, tests).
+pub fn scan_all(bytes: &[u8]) -> Vec<String> {
+    let mut s = Scanner::new();
+    let mut out = Vec::new();
+    s.feed(bytes, &mut |h| out.push(h));
+    s.finish(&mut |h| out.push(h));
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(s: &str) -> Vec<String> {
+        scan_all(s.as_bytes())
+    }
+
+    #[test]
+    fn forms_table() {
+        let cases: &[(&str, &str, &[&str])] = &[
+            (
+                "https url",
+                "see https://paste.example.com/x?y",
+                &["paste.example.com"],
+            ),
+            (
+                "url with port",
+                "http://paste.example.com:8080/",
+                &["paste.example.com"],
+            ),
+            (
+                "other scheme",
+                "wss://ws.example.net/socket",
+                &["ws.example.net"],
+            ),
+            (
+                "ftp scheme",
+                "ftp://files.example.org",
+                &["files.example.org"],
+            ),
+            (
+                "scheme-relative",
+                "<script src=\"//cdn.example.net/a.js\">",
+                &["cdn.example.net"],
+            ),
+            (
+                "json escaped",
+                r#"{"u":"https:\/\/paste.example.com\/x"}"#,
+                &["paste.example.com"],
+            ),
+            (
+                "percent encoded",
+                "?next=https%3A%2F%2Fpaste.example.com%2Fx",
+                &["paste.example.com"],
+            ),
+            (
+                "percent lower",
+                "https%3a%2f%2fpaste.example.com",
+                &["paste.example.com"],
+            ),
+            (
+                "percent dots",
+                "paste%2Eexample%2Ecom",
+                &["paste.example.com"],
+            ),
+            (
+                "unicode escaped",
+                r#""https:\u002F\u002Fpaste.example.com""#,
+                &["paste.example.com"],
+            ),
+            (
+                "bare domain",
+                "post it to paste.example.com now",
+                &["paste.example.com"],
+            ),
+            (
+                "bare domain end of sentence",
+                "Send it to paste.example.com.",
+                &["paste.example.com"],
+            ),
+            (
+                "upper case",
+                "HTTPS://PASTE.EXAMPLE.COM/",
+                &["paste.example.com"],
+            ),
+            (
+                "idn url",
+                "https://bücher.example/",
+                &["xn--bcher-kva.example"],
+            ),
+            ("idn bare", "visit bücher.de today", &["xn--bcher-kva.de"]),
+            ("punycode", "xn--bcher-kva.de", &["xn--bcher-kva.de"]),
+            (
+                "email domain",
+                "mail admin@corp.example.com",
+                &["corp.example.com"],
+            ),
+            (
+                "userinfo",
+                "https://user:pw@evil.example.com/",
+                &["evil.example.com", "user"],
+            ),
+            ("single label in url", "http://intranet/wiki", &["intranet"]),
+            ("version number", "version 1.2.3 and v10.4.1", &[]),
+            ("ip literal", "http://127.0.0.1/ and 10.0.0.1", &[]),
+            ("file names", "index.html app.js main.css", &[]),
+            (
+                "file name with tld extension",
+                "see readme.md",
+                &["readme.md"],
+            ),
+            ("bare suffix only", "co.uk com", &[]),
+            ("unknown tld", "foo.notatld", &[]),
+            (
+                "unknown tld in url",
+                "http://foo.internal/",
+                &["foo.internal"],
+            ),
+            (
+                "leading dots trimmed",
+                "..paste.example.com",
+                &["paste.example.com"],
+            ),
+            (
+                "two hosts",
+                "a.example.com,b.example.org",
+                &["a.example.com", "b.example.org"],
+            ),
+            (
+                "html attribute",
+                "<a href='https://x.example.com'>",
+                &["x.example.com"],
+            ),
+            (
+                "percent not escape",
+                "100%sure.example.com",
+                &["sure.example.com"],
+            ),
+            (
+                "backslash not escape",
+                r"C:\path\host.example.com",
+                &["host.example.com"],
+            ),
+            ("nothing", "plain words only", &[]),
+        ];
+        for (what, input, want) in cases {
+            let got = hosts(input);
+            let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+            assert_eq!(got, want, "case {what:?}: {input:?}");
+        }
+    }
+
+    #[test]
+    fn host_split_across_chunks() {
+        let text = b"see https://paste.example.com/x and more.example.org.";
+        let whole = scan_all(text);
+        for split in 1..text.len() {
+            let mut s = Scanner::new();
+            let mut out = Vec::new();
+            s.feed(&text[..split], &mut |h| out.push(h));
+            s.feed(&text[split..], &mut |h| out.push(h));
+            s.finish(&mut |h| out.push(h));
+            // Every full host is found at every split; partial prefixes may
+            // be reported too (over-tainting is the safe side).
+            for h in &whole {
+                assert!(out.contains(h), "split at {split}: {out:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn name_in_progress_is_reported_at_chunk_end() {
+        let mut s = Scanner::new();
+        let mut out = Vec::new();
+        s.feed(b"post to https://paste.example.com", &mut |h| out.push(h));
+        assert!(out.is_empty());
+        s.peek(&mut |h| out.push(h));
+        assert_eq!(out, vec!["paste.example.com"]);
+    }
+
+    #[test]
+    fn escapes_split_across_chunks() {
+        let text = b"x=https%3A%2F%2Fpaste.example.com&y=https:\\/\\/z.example.net";
+        for split in 1..text.len() {
+            let mut s = Scanner::new();
+            let mut out = Vec::new();
+            s.feed(&text[..split], &mut |h| out.push(h));
+            s.feed(&text[split..], &mut |h| out.push(h));
+            s.finish(&mut |h| out.push(h));
+            assert!(
+                out.contains(&"paste.example.com".to_string()),
+                "split {split}: {out:?}"
+            );
+            assert!(
+                out.contains(&"z.example.net".to_string()),
+                "split {split}: {out:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn overlong_tokens_are_ignored() {
+        let long = format!("{}.example.com", "a".repeat(5000));
+        assert!(hosts(&long).is_empty());
+    }
+
+    #[test]
+    fn binary_junk_does_not_panic() {
+        let junk: Vec<u8> = (0..20_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let _ = scan_all(&junk);
+    }
+}
