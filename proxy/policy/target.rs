@@ -160,9 +160,16 @@ pub fn normalize_host(raw: &str) -> Result<Host, TargetError> {
     {
         return Err(bad());
     }
-    let ascii = idna::domain_to_ascii_cow(raw.as_bytes(), idna::AsciiDenyList::URL)
-        .map_err(|_| bad())?
-        .to_ascii_lowercase();
+    // Plain ASCII names (the common case) need only lower-casing; IDNA
+    // runs for anything else, and to check existing punycode labels.
+    let lower = raw.to_ascii_lowercase();
+    let ascii = if raw.is_ascii() && !lower.contains("xn--") {
+        lower
+    } else {
+        idna::domain_to_ascii_cow(raw.as_bytes(), idna::AsciiDenyList::URL)
+            .map_err(|_| bad())?
+            .to_ascii_lowercase()
+    };
     let name = ascii.strip_suffix('.').unwrap_or(&ascii);
     if name.is_empty() {
         return Err(bad());

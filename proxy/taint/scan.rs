@@ -19,6 +19,8 @@
 //!
 //! Must not do I/O, allocate per byte, or decide anything.
 
+use std::collections::HashSet;
+
 use crate::policy::target::normalize_host;
 use crate::policy::Host;
 
@@ -65,7 +67,13 @@ pub struct Scanner {
     url_context: bool,
     /// The two bytes before the current position (for `//`).
     prev: [u8; 2],
+    /// Tokens already judged in this stream (bounded): a page names the
+    /// same hosts again and again, and each is reported once.
+    seen: HashSet<Vec<u8>>,
 }
+
+/// Distinct tokens remembered per stream.
+const SEEN_MAX: usize = 4096;
 
 impl Default for Scanner {
     fn default() -> Self {
@@ -76,6 +84,7 @@ impl Default for Scanner {
             overlong: false,
             url_context: false,
             prev: [0; 2],
+            seen: HashSet::new(),
         }
     }
 }
@@ -96,25 +105,108 @@ impl Scanner {
 
     /// Scans one chunk. `found` receives normalised host names; the same
     /// name may be reported more than once.
+    ///
+    /// Most bytes cannot matter: a host needs a `.` in it or a `/` (or an
+    /// escape, `%` or `\\`) before it. So the scanner jumps with memchr
+    /// from one such trigger to the next, and only steps byte by byte
+    /// through the token around a trigger.
     pub fn feed(&mut self, chunk: &[u8], found: &mut impl FnMut(String)) {
+        let n = chunk.len();
         let mut i = 0;
-        while i < chunk.len() {
-            let b = chunk[i];
-            // Fast path: plain bytes outside any escape.
-            if let Escape::Plain = self.escape {
-                if b != b'%' && b != b'\\' {
-                    self.byte(b, found);
+        // Next backslash at or after i (memchr3 takes three needles).
+        let mut next_bs = memchr::memchr(b'\\', chunk);
+        while i < n {
+            if !matches!(self.escape, Escape::Plain) {
+                self.step(chunk[i], found);
+                i += 1;
+                continue;
+            }
+            if self.in_token {
+                // Take the whole run of host bytes at once; the byte that
+                // ends it (maybe an escape) goes through the state machine.
+                let run = chunk[i..]
+                    .iter()
+                    .position(|&b| !HOST_BYTE[b as usize])
+                    .unwrap_or(n - i);
+                self.extend_token(&chunk[i..i + run]);
+                i += run;
+                if i < n {
+                    self.step(chunk[i], found);
                     i += 1;
+                }
+                continue;
+            }
+            // Right after `//` a URL host follows, dot or not.
+            if self.prev == *b"//" {
+                self.step(chunk[i], found);
+                i += 1;
+                continue;
+            }
+            if next_bs.is_some_and(|b| b < i) {
+                next_bs = memchr::memchr(b'\\', &chunk[i..]).map(|b| b + i);
+            }
+            let trig = memchr::memchr3(b'.', b'/', b'%', &chunk[i..]).map(|t| t + i);
+            let p = match (trig, next_bs) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(p) => p,
+                    None => {
+                        self.tail(&chunk[i..], found);
+                        return;
+                    }
+                },
+            };
+            // The token around a dot (or an escape, which may decode to
+            // one) starts at the last non-host byte.
+            let mut s = p;
+            if chunk[p] != b'/' {
+                while s > i && HOST_BYTE[chunk[s - 1] as usize] && p - s < MAX_TOKEN {
+                    s -= 1;
+                }
+                if s > i && HOST_BYTE[chunk[s - 1] as usize] {
+                    // A run longer than any name: not a host.
+                    self.prev = prev_after(self.prev, &chunk[i..p]);
+                    self.in_token = true;
+                    self.overlong = true;
+                    self.token.clear();
+                    i = p;
                     continue;
                 }
             }
-            self.escaped(b, found);
-            i += 1;
+            self.prev = prev_after(self.prev, &chunk[i..s]);
+            // Start the token (or take the trigger); the loop goes on.
+            self.step(chunk[s], found);
+            i = s + 1;
+        }
+    }
+
+    /// Appends host bytes to the open token.
+    fn extend_token(&mut self, bytes: &[u8]) {
+        let room = MAX_TOKEN.saturating_sub(self.token.len());
+        if bytes.len() > room {
+            self.token.extend_from_slice(&bytes[..room]);
+            self.overlong = true;
+        } else {
+            self.token.extend_from_slice(bytes);
+        }
+        self.prev = prev_after(self.prev, bytes);
+    }
+
+    /// The rest of a chunk holds no trigger: only a trailing run of host
+    /// bytes matters, as the start of a token the next chunk may finish.
+    fn tail(&mut self, rest: &[u8], found: &mut impl FnMut(String)) {
+        let mut s = rest.len();
+        while s > 0 && HOST_BYTE[rest[s - 1] as usize] && rest.len() - s <= MAX_TOKEN {
+            s -= 1;
+        }
+        self.prev = prev_after(self.prev, &rest[..s]);
+        for &b in &rest[s..] {
+            self.step(b, found);
         }
     }
 
     /// Reports the name in progress without ending it.
-    pub fn peek(&self, found: &mut impl FnMut(String)) {
+    pub fn peek(&mut self, found: &mut impl FnMut(String)) {
         if self.in_token {
             self.report(found);
         }
@@ -127,6 +219,16 @@ impl Scanner {
         if self.in_token {
             self.report(found);
             self.in_token = false;
+        }
+    }
+
+    /// One byte through the unescaping front end.
+    #[inline]
+    fn step(&mut self, b: u8, found: &mut impl FnMut(String)) {
+        if matches!(self.escape, Escape::Plain) && b != b'%' && b != b'\\' {
+            self.byte(b, found);
+        } else {
+            self.escaped(b, found);
         }
     }
 
@@ -208,13 +310,89 @@ impl Scanner {
     }
 
     /// Reports the current token if it is a host name.
-    fn report(&self, found: &mut impl FnMut(String)) {
-        if self.overlong {
+    fn report(&mut self, found: &mut impl FnMut(String)) {
+        if self.overlong || self.token.is_empty() {
             return;
         }
-        if let Some(h) = host_of(&self.token, self.url_context) {
-            found(h);
+        // Bare tokens that cannot end in a public suffix are rejected at
+        // once; the rest are judged once per stream.
+        if !self.url_context && !plausible_bare(&self.token) {
+            return;
         }
+        self.token.push(self.url_context as u8);
+        let known = self.seen.contains(&self.token);
+        if !known && self.seen.len() < SEEN_MAX {
+            self.seen.insert(self.token.clone());
+        }
+        self.token.pop();
+        if known {
+            return;
+        }
+        if memchr::memmem::find(&self.token, b"..").is_none() {
+            if let Some(h) = host_of(&self.token, self.url_context) {
+                found(h);
+            }
+            return;
+        }
+        // An ellipsis joins names ("see a.example.com...b.example.org"):
+        // judge each piece; only the first keeps the URL context.
+        let mut url_context = self.url_context;
+        let mut start = 0;
+        let t = &self.token;
+        let mut i = 0;
+        while i <= t.len() {
+            let at_break = i == t.len() || (t[i] == b'.' && t.get(i + 1) == Some(&b'.'));
+            if at_break {
+                if let Some(h) = host_of(&t[start..i], url_context) {
+                    found(h);
+                }
+                url_context = false;
+                while i < t.len() && t[i] == b'.' {
+                    i += 1;
+                }
+                start = i;
+                if i == t.len() {
+                    break;
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+/// Could this token be a bare domain? It needs a dot, and a last label
+/// that is a known top-level suffix (non-ASCII labels go on to IDNA).
+fn plausible_bare(token: &[u8]) -> bool {
+    let end = token.len()
+        - token
+            .iter()
+            .rev()
+            .take_while(|b| matches!(b, b'.' | b'-' | b'_'))
+            .count();
+    let t = &token[..end];
+    let Some(dot) = memchr::memrchr(b'.', t) else {
+        return false;
+    };
+    let last = &t[dot + 1..];
+    if !last.is_ascii() {
+        return true;
+    }
+    let mut buf = [0u8; 63];
+    let Some(label) = buf.get_mut(..last.len()) else {
+        return false;
+    };
+    label.copy_from_slice(last);
+    label.make_ascii_lowercase();
+    psl::suffix(label).is_some_and(|s| s.is_known())
+}
+
+/// The last two bytes of the stream after `bytes` follow `prev`.
+fn prev_after(prev: [u8; 2], bytes: &[u8]) -> [u8; 2] {
+    match bytes {
+        [] => prev,
+        [b] => [prev[1], *b],
+        [.., a, b] => [*a, *b],
     }
 }
 
@@ -224,9 +402,6 @@ fn host_of(token: &[u8], url_context: bool) -> Option<String> {
     let start = token.iter().position(|b| !trim(b))?;
     let end = token.len() - token.iter().rev().position(|b| !trim(b))?;
     let t = &token[start..end];
-    if !url_context && !t.contains(&b'.') {
-        return None;
-    }
     let s = std::str::from_utf8(t).ok()?;
     match normalize_host(s) {
         Ok(Host::Name(n)) if url_context || bare_domain(&n) => Some(n),
@@ -443,6 +618,55 @@ mod tests {
                 "split {split}: {out:?}"
             );
         }
+    }
+
+    /// The reference: every byte through the state machine, no skipping.
+    fn slow_hosts(bytes: &[u8]) -> Vec<String> {
+        let mut s = Scanner::new();
+        let mut out = Vec::new();
+        for &b in bytes {
+            s.step(b, &mut |h| out.push(h));
+        }
+        s.finish(&mut |h| out.push(h));
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn skipping_finds_what_stepping_finds_at_any_chunking() {
+        let corpus = concat!(
+            "<a href=\"https://docs.example.com/a.html\">x</a> mail ops@corp.example.org. ",
+            "{\"t\":\"https:\\/\\/registry.example.net\\/p\\/-\\/p-1.0.0.tgz\"} ",
+            "q=https%3A%2F%2Fpaste.example.com%2Fnew&r=1 //intranet/x http://foo.internal/ ",
+            "v1.2.3 index.html readme.md bücher.de \\u002F\\u002Fesc.example.io ",
+            "a.b.c.d.e.f.example.com...trailing.example.com- ",
+        )
+        .as_bytes();
+        let reference = slow_hosts(corpus);
+        assert!(reference.len() >= 10, "{reference:?}");
+        let mut seed: u64 = 7;
+        for round in 0..300 {
+            let mut s = Scanner::new();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < corpus.len() {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let len = 1 + (seed >> 33) as usize % if round % 2 == 0 { 8 } else { 64 };
+                let end = (i + len).min(corpus.len());
+                s.feed(&corpus[i..end], &mut |h| out.push(h));
+                i = end;
+            }
+            s.finish(&mut |h| out.push(h));
+            for h in &reference {
+                assert!(out.contains(h), "round {round}: missing {h}: {out:?}");
+            }
+        }
+        let mut whole = scan_all(corpus);
+        whole.sort();
+        assert_eq!(whole, reference);
     }
 
     #[test]
