@@ -136,6 +136,14 @@ fn strip_hop_by_hop(h: &mut HeaderMap, upgrade: bool) {
     for n in HOP_BY_HOP.iter() {
         h.remove(n);
     }
+    let proxy_headers: Vec<HeaderName> = h
+        .keys()
+        .filter(|k| k.as_str().starts_with("proxy-"))
+        .cloned()
+        .collect();
+    for n in proxy_headers {
+        h.remove(n);
+    }
     if upgrade {
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     } else {
@@ -240,6 +248,9 @@ pub async fn forward(
     };
 
     let (mut rparts, rbody) = resp.into_parts();
+    // Each hop speaks its own HTTP/1.1; an HTTP/1.0 upstream does not make
+    // the client connection 1.0.
+    rparts.version = Version::HTTP_11;
     // Read what comes back: headers now, the body as it is relayed.
     let scan = (task.taint.mode != TaintMode::Off).then(|| {
         let source: Arc<str> = source_url("http", &target, uri.path()).into();

@@ -22,6 +22,14 @@ fn allowed_get_arrives_intact_and_is_logged() {
         "Sluice-Task: other",
         "-H",
         "Proxy-Authorization: Basic eDp5",
+        "-H",
+        "Proxy-Foo: bar",
+        "-H",
+        "Connection: keep-alive, X-Hop",
+        "-H",
+        "X-Hop: 1",
+        "-H",
+        "Keep-Alive: timeout=5",
     ]);
     let a = answer(&out);
     assert_eq!(a.status, 200);
@@ -45,6 +53,12 @@ fn allowed_get_arrives_intact_and_is_logged() {
         "Proxy-* stripped"
     );
     assert!(!seen[0].headers.contains_key("proxy-connection"));
+    assert!(!seen[0].headers.contains_key("proxy-foo"));
+    assert!(
+        !seen[0].headers.contains_key("x-hop"),
+        "headers named by Connection stripped"
+    );
+    assert!(!seen[0].headers.contains_key("keep-alive"));
     assert!(!seen[0].headers.contains_key("via"));
     assert!(!seen[0].headers.contains_key("x-forwarded-for"));
 
