@@ -33,6 +33,47 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Create or print the interception CA (PEM).
+    Ca {
+        #[command(subcommand)]
+        action: CaAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CaAction {
+    /// Create ca.pem and ca.key (0600) in the state folder.
+    Init {
+        #[command(flatten)]
+        state: StateArgs,
+        /// Replace an existing CA (every client must then trust the new one).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the CA certificate (PEM), to install in a task's trust store.
+    Show {
+        #[command(flatten)]
+        state: StateArgs,
+    },
+}
+
+/// Which state folder: --state DIR, or the config's state_dir (default:
+/// the embedded config's, `sluice-state` in the working folder).
+#[derive(Debug, clap::Args)]
+pub struct StateArgs {
+    #[arg(long, conflicts_with = "state")]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    state: Option<PathBuf>,
+}
+
+impl StateArgs {
+    fn dir(&self) -> Result<PathBuf, config::ConfigError> {
+        match &self.state {
+            Some(s) => Ok(s.clone()),
+            None => config::load(self.config.as_deref(), 1).map(|s| s.state_dir),
+        }
+    }
 }
 
 /// Runs a command. Exit codes: 0 ok, 1 invalid config or refused
@@ -62,6 +103,7 @@ pub fn execute(cli: Cli) -> ExitCode {
                 }
             }
         }
+        Command::Ca { action } => ca(action),
         Command::Check { config } => match config::load(config.as_deref(), 1) {
             Ok(s) => {
                 print!("{}", check_report(&s));
@@ -72,6 +114,50 @@ pub fn execute(cli: Cli) -> ExitCode {
                 ExitCode::from(1)
             }
         },
+    }
+}
+
+fn ca(action: CaAction) -> ExitCode {
+    use crate::intercept::ca;
+    let (state, result) = match &action {
+        CaAction::Init { state, force } => match state.dir() {
+            Ok(dir) => {
+                let r = ca::init(&dir, *force).map(|_| {
+                    format!(
+                        "created {} and {} (0600)\ntrust it inside the task: curl --cacert, SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, PIP_CERT or git -c http.sslCAInfo={}\n",
+                        ca::cert_path(&dir).display(),
+                        ca::key_path(&dir).display(),
+                        ca::cert_path(&dir).display()
+                    )
+                });
+                (dir, r)
+            }
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        CaAction::Show { state } => match state.dir() {
+            Ok(dir) => {
+                let r = ca::show(&dir);
+                (dir, r)
+            }
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let _ = state;
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use crate::policy::{
 };
 use crate::respond::{self, ProxyBody};
 use crate::server::{Shared, TaskRuntime};
-use crate::tunnel::{self, RelayBytes, RelayEnd};
+use crate::tunnel;
 
 /// Any byte stream a listener accepts.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -241,7 +241,7 @@ async fn handle(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Response<Proxy
     }
 }
 
-fn strip_sluice_headers(h: &mut http::HeaderMap) {
+pub fn strip_sluice_headers(h: &mut http::HeaderMap) {
     let names: Vec<_> = h
         .keys()
         .filter(|k| k.as_str().starts_with("sluice-"))
@@ -293,53 +293,38 @@ async fn connect(
     ex.port = target.port;
     ex.url = target.to_string();
     let hh = host_header(req.headers(), target.port);
-    let admitted = match admit(&ctx.shared, &ctx.task, task, &target, &hh, true).await {
+    // An intercepted tunnel carries nothing itself: each request inside it
+    // is decided on its own. Any other tunnel is opaque.
+    let intercepted = crate::intercept::intercepts(&ctx.shared, task, &target);
+    let admitted = match admit(&ctx.shared, &ctx.task, task, &target, &hh, !intercepted).await {
         Ok(a) => a,
         Err(r) => return ctx.refuse(&ex, r),
     };
+    ex.body = !intercepted;
     let limits = &snap.limits;
-    let (upstream, _addr) =
+    let (upstream, addr) =
         match tunnel::dial(&admitted.permit, &admitted.addrs, limits.connect_timeout).await {
             Ok(x) => x,
             Err(e) => return ctx.refuse(&ex, Refusal::new(e.rule, e.message)),
         };
-    let idle = limits.tunnel_idle_timeout;
     let upgrade = hyper::upgrade::on(req);
     let ctx2 = ctx.clone();
-    let host = target.host.to_string();
+    let task = task.clone();
     ctx.shared.tracker.spawn(async move {
-        let bytes = RelayBytes::default();
-        // Closed at shutdown, or when the host becomes tainted.
-        let stop = ctx2.shared.hard_stop.child_token();
-        let _registered = ctx2.task.tunnels.register(&host, stop.clone());
-        let end = match upgrade.await {
+        let verdict = {
+            let (v, r) = admitted.verdict();
+            (v, r.cloned())
+        };
+        match upgrade.await {
             Ok(upgraded) => {
                 let client = TokioIo::new(upgraded);
-                Some(tunnel::relay(client, upstream, &bytes, idle, &stop).await)
+                crate::intercept::tunnel_session(
+                    ctx2, task, target, client, upstream, addr, ex, verdict,
+                )
+                .await;
             }
-            Err(e) => {
-                tracing::debug!(error = %e, "CONNECT upgrade failed");
-                None
-            }
-        };
-        match end {
-            Some(RelayEnd::Idle) => tracing::debug!(url = %ex.url, "tunnel closed after idling"),
-            Some(RelayEnd::Cancelled) if !ctx2.shared.hard_stop.is_cancelled() => {
-                tracing::info!(task = %ctx2.task.id, url = %ex.url, "opaque tunnel closed: its host became tainted")
-            }
-            _ => {}
+            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
-        let (verdict, refusal) = admitted.verdict();
-        ctx2.record(
-            &ex,
-            verdict,
-            refusal,
-            200,
-            (
-                bytes.up.load(Ordering::Relaxed),
-                bytes.down.load(Ordering::Relaxed),
-            ),
-        );
     });
     Response::new(respond::empty())
 }

@@ -15,17 +15,18 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
 
 use crate::config::{Snapshot, TaskConfig};
 use crate::conn::{self, ConnCtx, Exchange};
 use crate::log::Kind;
 use crate::policy::{
-    target::parse_authority, CheckedAddr, Permit, Refusal, Rule, TaintMode, Target,
+    target::parse_authority, CheckedAddr, HostHeader, Permit, Refusal, Rule, TaintMode, Target,
 };
 use crate::respond::{self, ProxyBody};
 use crate::taint::body::BodyScanner;
@@ -39,23 +40,71 @@ const POOL_IDLE: Duration = Duration::from_secs(60);
 /// Idle connections kept per address.
 const POOL_PER_ADDR: usize = 32;
 
-/// Idle upstream HTTP/1.1 connections of one task, keyed by the checked
-/// address they were dialled to.
+/// Where a pooled connection goes: the checked address, and for HTTPS the
+/// name its certificate was verified for.
+type PoolKey = (SocketAddr, Option<Arc<str>>);
+
+/// Idle upstream connections of one task, keyed by checked address (and
+/// TLS name).
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<HashMap<SocketAddr, Vec<IdleConn>>>,
+    idle: Mutex<HashMap<PoolKey, Vec<IdleConn>>>,
 }
 
 /// An idle upstream connection and when it became idle.
-type IdleConn = (SendRequest<UpBody>, Instant);
+type IdleConn = (Sender, Instant);
+
+/// An upstream HTTP/1.1 or HTTP/2 connection.
+pub enum Sender {
+    H1(SendRequest<UpBody>),
+    H2(hyper::client::conn::http2::SendRequest<UpBody>),
+}
+
+impl Sender {
+    fn is_ready(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_ready(),
+            Sender::H2(s) => s.is_ready(),
+        }
+    }
+    fn is_closed(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
+        }
+    }
+    async fn ready(&mut self) -> Result<(), hyper::Error> {
+        match self {
+            Sender::H1(s) => s.ready().await,
+            Sender::H2(s) => s.ready().await,
+        }
+    }
+    fn is_h2(&self) -> bool {
+        matches!(self, Sender::H2(_))
+    }
+    /// Sends; a request that was never started comes back in `Err(Ok(req))`.
+    async fn try_send(
+        &mut self,
+        req: Request<UpBody>,
+    ) -> Result<Response<Incoming>, Result<Request<UpBody>, hyper::Error>> {
+        let r = match self {
+            Sender::H1(s) => s.try_send_request(req).await,
+            Sender::H2(s) => s.try_send_request(req).await,
+        };
+        r.map_err(|mut e| match e.take_message() {
+            Some(req) => Ok(req),
+            None => Err(e.into_error()),
+        })
+    }
+}
 
 impl Pool {
     /// An idle, ready connection to one of `addrs`, if there is one.
-    fn take(&self, addrs: &[CheckedAddr]) -> Option<(SendRequest<UpBody>, CheckedAddr)> {
+    fn take(&self, addrs: &[CheckedAddr], tls: &Option<Arc<str>>) -> Option<(Sender, CheckedAddr)> {
         // A std Mutex: held only for a map lookup, never across an await.
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         for a in addrs {
-            if let Some(list) = idle.get_mut(&a.addr()) {
+            if let Some(list) = idle.get_mut(&(a.addr(), tls.clone())) {
                 while let Some((sender, since)) = list.pop() {
                     if since.elapsed() < POOL_IDLE && sender.is_ready() {
                         return Some((sender, *a));
@@ -67,7 +116,7 @@ impl Pool {
     }
 
     /// Returns a connection once it is ready for another request.
-    fn put(self: &Arc<Self>, addr: SocketAddr, mut sender: SendRequest<UpBody>) {
+    fn put(self: &Arc<Self>, key: PoolKey, mut sender: Sender) {
         let pool = self.clone();
         tokio::spawn(async move {
             let ready = tokio::time::timeout(Duration::from_secs(5), sender.ready()).await;
@@ -75,7 +124,7 @@ impl Pool {
                 return;
             }
             let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-            let list = idle.entry(addr).or_default();
+            let list = idle.entry(key).or_default();
             list.retain(|(s, t)| !s.is_closed() && t.elapsed() < POOL_IDLE);
             if list.len() < POOL_PER_ADDR {
                 list.push((sender, Instant::now()));
@@ -84,26 +133,75 @@ impl Pool {
     }
 }
 
-/// Dials a fresh upstream HTTP/1.1 connection.
+/// A TCP connection dialled for a CONNECT before it was answered, kept for
+/// the tunnel's first intercepted request.
+pub type Spare = std::sync::Mutex<Option<(TcpStream, CheckedAddr)>>;
+
+/// Dials a fresh upstream connection: TCP, then TLS (verified for `tls`)
+/// when the origin is HTTPS, then HTTP/2 or HTTP/1.1 as ALPN says.
 async fn connect(
+    shared: &crate::server::Shared,
     permit: &Permit,
     addrs: &[CheckedAddr],
+    tls: &Option<Arc<str>>,
     timeout: Duration,
-) -> Result<(SendRequest<UpBody>, CheckedAddr), DialError> {
-    let (stream, addr) = tunnel::dial(permit, addrs, timeout).await?;
-    let (sender, conn) = hyper::client::conn::http1::Builder::new()
-        .handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| DialError {
-            rule: Rule::UpstreamFailed,
-            message: format!("HTTP handshake with {} failed: {e}", addr.addr()),
-        })?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.with_upgrades().await {
-            tracing::debug!(error = %e, "upstream connection ended with an error");
+    spare: Option<&Spare>,
+) -> Result<(Sender, CheckedAddr), DialError> {
+    let reused = spare.and_then(|s| {
+        let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
+        match s.take() {
+            Some((stream, addr)) if addrs.contains(&addr) => Some((stream, addr)),
+            _ => None,
         }
     });
-    Ok((sender, addr))
+    let (stream, addr) = match reused {
+        Some(x) => x,
+        None => tunnel::dial(permit, addrs, timeout).await?,
+    };
+    let handshake_err = |e: hyper::Error| DialError {
+        rule: Rule::UpstreamFailed,
+        message: format!("HTTP handshake with {} failed: {e}", addr.addr()),
+    };
+    let Some(name) = tls else {
+        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(handshake_err)?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(error = %e, "upstream connection ended with an error");
+            }
+        });
+        return Ok((Sender::H1(sender), addr));
+    };
+    let tls_stream = shared.tls.connect(name, stream, timeout).await?;
+    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let io = TokioIo::new(tls_stream);
+    if h2 {
+        let (sender, conn) =
+            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .timer(hyper_util::rt::TokioTimer::new())
+                .handshake(io)
+                .await
+                .map_err(handshake_err)?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "upstream h2 connection ended with an error");
+            }
+        });
+        Ok((Sender::H2(sender), addr))
+    } else {
+        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .handshake(io)
+            .await
+            .map_err(handshake_err)?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(error = %e, "upstream connection ended with an error");
+            }
+        });
+        Ok((Sender::H1(sender), addr))
+    }
 }
 
 /// Headers that describe one hop, never forwarded.
@@ -159,7 +257,6 @@ pub async fn forward(
     started: Instant,
 ) -> Response<ProxyBody> {
     let uri = req.uri().clone();
-    let body = conn::carries_body(req.headers());
     let mut ex = Exchange {
         kind: Kind::Http,
         method: req.method().clone(),
@@ -167,7 +264,7 @@ pub async fn forward(
         port: uri.port_u16().unwrap_or(80),
         path: Some(uri.path().to_string()),
         url: uri.to_string(),
-        body,
+        body: conn::carries_body(req.headers()),
         started,
         generation: snap.generation,
     };
@@ -201,11 +298,47 @@ pub async fn forward(
     ex.host = target.host.to_string();
     ex.port = target.port;
     let hh = conn::host_header(req.headers(), 80);
-    let admitted = match conn::admit(&ctx.shared, &ctx.task, task, &target, &hh, body).await {
+    let origin = Origin {
+        scheme: "http",
+        tls: None,
+        spare: None,
+    };
+    exchange(ctx, snap, task, &target, &hh, origin, req, ex).await
+}
+
+/// Where an admitted request goes: plain HTTP, or HTTPS re-originated by
+/// sluice for an intercepted tunnel.
+pub struct Origin<'a> {
+    pub scheme: &'static str,
+    /// The name to verify the upstream certificate for (HTTPS only).
+    pub tls: Option<Arc<str>>,
+    /// The connection dialled when the tunnel was opened.
+    pub spare: Option<&'a Spare>,
+}
+
+/// The one pipeline of a request, plain or intercepted: decide, send
+/// upstream, relay the response while scanning it, log once.
+#[allow(clippy::too_many_arguments)]
+pub async fn exchange(
+    ctx: Arc<ConnCtx>,
+    snap: &Snapshot,
+    task: &Arc<TaskConfig>,
+    target: &Target,
+    hh: &HostHeader,
+    origin: Origin<'_>,
+    req: Request<Incoming>,
+    ex: Exchange,
+) -> Response<ProxyBody> {
+    // HTTP/2 has no Transfer-Encoding: a body is also one that is not
+    // known to be empty.
+    let body = ex.body || (req.version() == Version::HTTP_2 && !req.body().is_end_stream());
+    let ex = Exchange { body, ..ex };
+    let admitted = match conn::admit(&ctx.shared, &ctx.task, task, target, hh, body).await {
         Ok(a) => a,
         Err(r) => return ctx.refuse(&ex, r),
     };
 
+    let client_version = req.version();
     let upgrade = req.headers().contains_key(header::UPGRADE);
     let (mut parts, incoming) = req.into_parts();
     let client_upgrade = upgrade.then(|| {
@@ -220,40 +353,55 @@ pub async fn forward(
         counter: bytes_up.clone(),
     }
     .boxed();
-    let mut up_req = Request::new(up_body);
-    *up_req.method_mut() = parts.method.clone();
-    *up_req.version_mut() = Version::HTTP_11;
-    *up_req.uri_mut() = uri
+    let path_and_query = parts
+        .uri
         .path_and_query()
-        .map(|pq| pq.as_str())
-        .unwrap_or("/")
-        .parse::<Uri>()
-        .unwrap_or_else(|_| Uri::from_static("/"));
+        .map(|pq| pq.as_str().to_string())
+        .unwrap_or_else(|| "/".to_string());
+    let authority = if target.port == if origin.scheme == "https" { 443 } else { 80 } {
+        target.host.to_string()
+    } else {
+        target.to_string()
+    };
     let mut headers = parts.headers;
     strip_hop_by_hop(&mut headers, upgrade);
     // 100-continue is answered by sluice once upstream is connected.
     headers.remove(header::EXPECT);
     if !headers.contains_key(header::HOST) {
-        if let Ok(v) = HeaderValue::from_str(uri.authority().map(|a| a.as_str()).unwrap_or("")) {
+        if let Ok(v) = HeaderValue::from_str(&authority) {
             headers.insert(header::HOST, v);
         }
     }
+    let mut up_req = Request::new(up_body);
+    *up_req.method_mut() = parts.method.clone();
     *up_req.headers_mut() = headers;
 
     let timeout = snap.limits.connect_timeout;
     let pool = ctx.task.pool.clone();
-    let (resp, sender, addr) = match send(&pool, &admitted, up_req, timeout, upgrade).await {
+    let sent = send(
+        &ctx.shared,
+        &pool,
+        &admitted,
+        &origin,
+        up_req,
+        (&path_and_query, &authority),
+        timeout,
+        upgrade,
+    )
+    .await;
+    let (resp, sender, addr) = match sent {
         Ok(x) => x,
         Err(e) => return ctx.refuse(&ex, Refusal::new(e.rule, e.message)),
     };
 
     let (mut rparts, rbody) = resp.into_parts();
-    // Each hop speaks its own HTTP/1.1; an HTTP/1.0 upstream does not make
-    // the client connection 1.0.
-    rparts.version = Version::HTTP_11;
+    // Each hop speaks its own protocol: an HTTP/1.0 or HTTP/2 upstream does
+    // not change what the client speaks.
+    rparts.version = client_version;
     // Read what comes back: headers now, the body as it is relayed.
     let scan = (task.taint.mode != TaintMode::Off).then(|| {
-        let source: Arc<str> = source_url("http", &target, uri.path()).into();
+        let path = path_and_query.split('?').next().unwrap_or("/");
+        let source: Arc<str> = source_url(origin.scheme, target, path).into();
         let named = scan_headers(&rparts.headers);
         if !named.is_empty() {
             ctx.taint(task, named, &source);
@@ -322,7 +470,7 @@ pub async fn forward(
             would_deny,
             status,
             bytes_up,
-            reuse: (!upgrade && parts.method != Method::CONNECT).then_some((pool, addr, sender)),
+            reuse: (!upgrade).then_some((pool, (addr, origin.tls.clone()), sender)),
         }),
     };
     Response::from_parts(rparts, relay.boxed())
@@ -331,29 +479,66 @@ pub async fn forward(
 /// Sends on a pooled connection, or a fresh one. A request that a pooled
 /// connection could not even start sending (it closed meanwhile) is
 /// retried once on a fresh connection.
+#[allow(clippy::too_many_arguments)]
 async fn send(
+    shared: &crate::server::Shared,
     pool: &Arc<Pool>,
     admitted: &conn::Admitted,
+    origin: &Origin<'_>,
     req: Request<UpBody>,
+    (path, authority): (&str, &str),
     timeout: Duration,
     fresh_only: bool,
-) -> Result<(Response<Incoming>, SendRequest<UpBody>, SocketAddr), DialError> {
+) -> Result<(Response<Incoming>, Sender, SocketAddr), DialError> {
     let mut req = req;
     if !fresh_only {
-        if let Some((mut sender, addr)) = pool.take(&admitted.addrs) {
-            match sender.try_send_request(req).await {
+        if let Some((mut sender, addr)) = pool.take(&admitted.addrs, &origin.tls) {
+            shape_for(&mut req, &sender, origin.scheme, path, authority);
+            match sender.try_send(req).await {
                 Ok(resp) => return Ok((resp, sender, addr.addr())),
-                Err(mut e) => match e.take_message() {
-                    Some(r) => req = r,
-                    None => return Err(upstream_error(addr, e.into_error())),
-                },
+                Err(Ok(r)) => req = r,
+                Err(Err(e)) => return Err(upstream_error(addr, e)),
             }
         }
     }
-    let (mut sender, addr) = connect(&admitted.permit, &admitted.addrs, timeout).await?;
-    match sender.send_request(req).await {
+    let (mut sender, addr) = connect(
+        shared,
+        &admitted.permit,
+        &admitted.addrs,
+        &origin.tls,
+        timeout,
+        origin.spare,
+    )
+    .await?;
+    shape_for(&mut req, &sender, origin.scheme, path, authority);
+    match sender.try_send(req).await {
         Ok(resp) => Ok((resp, sender, addr.addr())),
-        Err(e) => Err(upstream_error(addr, e)),
+        Err(Ok(_)) => Err(DialError {
+            rule: Rule::UpstreamFailed,
+            message: format!("the upstream at {} closed the connection", addr.addr()),
+        }),
+        Err(Err(e)) => Err(upstream_error(addr, e)),
+    }
+}
+
+/// HTTP/1.1 upstreams get origin-form and a Host header; HTTP/2 upstreams
+/// an absolute URI (its :authority) and no Host.
+fn shape_for(
+    req: &mut Request<UpBody>,
+    sender: &Sender,
+    scheme: &str,
+    path: &str,
+    authority: &str,
+) {
+    if sender.is_h2() {
+        *req.version_mut() = Version::HTTP_2;
+        req.headers_mut().remove(header::HOST);
+        *req.uri_mut() = format!("{scheme}://{authority}{path}")
+            .parse()
+            .unwrap_or_else(|_| Uri::from_static("/"));
+    } else {
+        *req.version_mut() = Version::HTTP_11;
+        *req.uri_mut() = path.parse().unwrap_or_else(|_| Uri::from_static("/"));
     }
 }
 
@@ -432,7 +617,7 @@ struct Finish {
     status: u16,
     bytes_up: Arc<AtomicU64>,
     /// The upstream connection, returned to the pool if the body completes.
-    reuse: Option<(Arc<Pool>, SocketAddr, SendRequest<UpBody>)>,
+    reuse: Option<(Arc<Pool>, PoolKey, Sender)>,
 }
 
 /// Taint scanning of one response.
@@ -482,8 +667,8 @@ impl RelayBody {
                 (f.bytes_up.load(Ordering::Relaxed), self.bytes_down),
             );
             if complete {
-                if let Some((pool, addr, sender)) = f.reuse {
-                    pool.put(addr, sender);
+                if let Some((pool, key, sender)) = f.reuse {
+                    pool.put(key, sender);
                 }
             }
         }

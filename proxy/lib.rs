@@ -11,6 +11,8 @@
 //! - [`policy`]: normalise targets, decide, classify addresses (pure).
 //! - [`dns`]: resolve a name once, for policy to classify.
 //! - [`tunnel`]: dial the checked address; relay bytes both ways.
+//! - [`intercept`]: the CA, TLS termination of CONNECT tunnels and
+//!   verified re-origination upstream; the SNI check of opaque tunnels.
 //! - [`forward`]: relay HTTP requests over pooled upstream connections.
 //! - [`taint`]: scan relayed responses for host names; the per-task taint
 //!   set with provenance, persisted and reloaded.
@@ -24,6 +26,7 @@ pub mod config;
 pub mod conn;
 pub mod dns;
 pub mod forward;
+pub mod intercept;
 pub mod listener;
 pub mod log;
 pub mod policy;

@@ -43,6 +43,8 @@ pub struct Shared {
     pub log: AccessLog,
     /// sluice's own listening addresses, refused to every task.
     pub own: OwnAddrs,
+    /// TLS both ways: the CA's leaves and the upstream verifier.
+    pub tls: crate::intercept::Tls,
     pub tasks: HashMap<String, Arc<TaskRuntime>>,
     /// Fired on SIGTERM/SIGINT: stop accepting, finish what is in flight.
     pub shutdown: CancellationToken,
@@ -57,6 +59,7 @@ pub async fn run(snapshot: Snapshot) -> anyhow::Result<()> {
     std::fs::create_dir_all(&snapshot.state_dir)
         .with_context(|| format!("cannot create state_dir {}", snapshot.state_dir.display()))?;
     let resolver = Resolver::new(&snapshot.resolver).context("cannot set up the DNS resolver")?;
+    let tls = tls_for(&snapshot)?;
 
     let mut bound: Vec<(Arc<str>, Bound)> = Vec::new();
     let mut own = OwnAddrs::default();
@@ -110,6 +113,7 @@ pub async fn run(snapshot: Snapshot) -> anyhow::Result<()> {
         snapshot: ArcSwap::from_pointee(snapshot),
         resolver,
         own,
+        tls,
         tasks,
         shutdown: CancellationToken::new(),
         hard_stop: CancellationToken::new(),
@@ -143,6 +147,33 @@ pub async fn run(snapshot: Snapshot) -> anyhow::Result<()> {
     shared.log.flush().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Loads (or on first use creates) the CA when a task intercepts, and
+/// builds the TLS settings.
+fn tls_for(snapshot: &Snapshot) -> anyhow::Result<crate::intercept::Tls> {
+    use crate::intercept::ca;
+    let intercepting = snapshot
+        .tasks
+        .iter()
+        .any(|t| t.intercept == crate::config::Intercept::All);
+    let loaded = if intercepting {
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let (ca, created) = crate::intercept::Ca::load_or_create(&snapshot.state_dir, &provider)
+            .context("cannot set up the interception CA")?;
+        if created {
+            let pem = ca::cert_path(&snapshot.state_dir);
+            tracing::info!(
+                ca = %pem.display(),
+                "created the interception CA. Trust it inside the task: curl --cacert {p}; SSL_CERT_FILE={p}; NODE_EXTRA_CA_CERTS={p}; PIP_CERT={p}; git -c http.sslCAInfo={p}",
+                p = pem.display()
+            );
+        }
+        Some(ca)
+    } else {
+        None
+    };
+    crate::intercept::Tls::new(snapshot, loaded)
 }
 
 async fn wait_for_signal() {

@@ -149,12 +149,32 @@ fn fetched_page_taints_host_and_body_requests_are_refused() {
         format!("GET http://paste.example.com:{p}/ws HTTP/1.1\r\nHost: paste.example.com:{p}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").as_bytes(),
     );
     assert_refused(&parse_http(&ans).unwrap(), 403, "untrusted-target");
-    // An opaque CONNECT tunnel: refused.
-    let ans = raw(
-        &s.proxy_addr(),
-        format!("CONNECT paste.example.com:{p} HTTP/1.1\r\n\r\n").as_bytes(),
+    // A CONNECT tunnel whose bytes are not TLS is opaque: once it shows
+    // them, it is closed without a byte going upstream.
+    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(c, "CONNECT paste.example.com:{p} HTTP/1.1\r\n\r\n").unwrap();
+    let mut buf = [0u8; 512];
+    let n = c.read(&mut buf).unwrap();
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "intercepted tunnels open"
     );
-    assert_refused(&parse_http(&ans).unwrap(), 403, "untrusted-target");
+    write!(
+        c,
+        "POST /new HTTP/1.1\r\nHost: paste.example.com:{p}\r\nContent-Length: 6\r\n\r\nsecret"
+    )
+    .unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    assert!(
+        rest.is_empty(),
+        "closed without an answer: {}",
+        String::from_utf8_lossy(&rest)
+    );
+    let row = row_where(&s, "t", "paste.example.com", |r| r["kind"] == "connect");
+    assert_eq!(row["rule"], "untrusted-target");
+    assert_eq!(row["decision"], "deny");
     assert_eq!(requests_to(&up, "paste.example.com"), 1);
 
     // Requests without a body still pass: GET, HEAD, an empty POST.
@@ -311,7 +331,15 @@ fn open_tunnel_closes_when_its_host_becomes_tainted() {
     let mut buf = [0u8; 512];
     let n = c.read(&mut buf).unwrap();
     assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
-    // The page names paste.example.com: the tunnel must close within a second.
+    // Plain bytes make it an opaque tunnel; it works until...
+    write!(c, "GET /x HTTP/1.1\r\nHost: paste.example.com:{p}\r\n\r\n").unwrap();
+    let n = c.read(&mut buf).unwrap();
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    // ...a page names paste.example.com: the tunnel must close within a second.
     fetch(&s, &up, "/readme");
     let started = Instant::now();
     let mut rest = Vec::new();
@@ -322,4 +350,18 @@ fn open_tunnel_closes_when_its_host_becomes_tainted() {
         "closed in {:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn connect_to_tainted_host_without_interception_is_refused_up_front() {
+    let up = upstream();
+    let (_dns, s) = start(&up, "intercept = \"none\"\n");
+    let p = up.port();
+    fetch(&s, &up, "/readme");
+    let ans = raw(
+        &s.proxy_addr(),
+        format!("CONNECT paste.example.com:{p} HTTP/1.1\r\n\r\n").as_bytes(),
+    );
+    assert_refused(&parse_http(&ans).unwrap(), 403, "untrusted-target");
+    assert_eq!(requests_to(&up, "paste.example.com"), 0);
 }

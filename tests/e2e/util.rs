@@ -504,10 +504,16 @@ pub fn assert_refused(a: &Answer, status: u16, rule: &str) {
 
 /// The last access-log row for `host`, waiting until one exists.
 pub fn last_row_for(s: &Sluice, task: &str, host: &str) -> Value {
+    row_where(s, task, host, |_| true)
+}
+
+/// The last access-log row for `host` that `pred` accepts, waiting
+/// (bounded) until one exists.
+pub fn row_where(s: &Sluice, task: &str, host: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let rows = s.access_log(task, 0);
-        if let Some(r) = rows.iter().rev().find(|r| r["host"] == host) {
+        if let Some(r) = rows.iter().rev().find(|r| r["host"] == host && pred(r)) {
             return r.clone();
         }
         assert!(

@@ -1,0 +1,242 @@
+//! The interception CA: created once per state folder, loaded on start,
+//! and the minting of leaf certificates for the hosts a task CONNECTs to.
+//!
+//! The CA key is written with mode 0600 and never logged. Leaves share one
+//! ECDSA P-256 key generated at start (minting is then one signature), are
+//! valid for 30 days and are cached per host (bounded).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+use rustls::crypto::CryptoProvider;
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// Leaves minted at most before the cache starts over.
+const LEAF_CACHE: usize = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("a CA already exists in {0}; pass --force to replace it (every client must then trust the new one)")]
+    Exists(PathBuf),
+    #[error("no CA in {0}; create one with `sluice ca init`")]
+    Missing(PathBuf),
+    #[error("cannot use the CA in {path}: {message}")]
+    Bad { path: PathBuf, message: String },
+    #[error("cannot mint a certificate for {host}: {message}")]
+    Mint { host: String, message: String },
+}
+
+pub fn cert_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("ca.pem")
+}
+
+pub fn key_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("ca.key")
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CaError + '_ {
+    move |source| CaError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn bad(path: &Path, e: impl std::fmt::Display) -> CaError {
+    CaError::Bad {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Creates `ca.pem` and `ca.key` (0600) in `state_dir`. Refuses to replace
+/// an existing CA unless `force`.
+pub fn init(state_dir: &Path, force: bool) -> Result<(), CaError> {
+    let (cert, key) = (cert_path(state_dir), key_path(state_dir));
+    if !force && (cert.exists() || key.exists()) {
+        return Err(CaError::Exists(state_dir.to_path_buf()));
+    }
+    std::fs::create_dir_all(state_dir).map_err(io_err(state_dir))?;
+    let key_pair = KeyPair::generate().map_err(|e| bad(&key, e))?;
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "sluice interception CA");
+    dn.push(DnType::OrganizationName, "sluice");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::days(1);
+    params.not_after = now + time::Duration::days(3650);
+    let ca = params.self_signed(&key_pair).map_err(|e| bad(&cert, e))?;
+
+    // Key first, 0600 from the moment it exists.
+    let tmp_key = key.with_extension("key.tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp_key)
+        .map_err(io_err(&tmp_key))?;
+    f.write_all(key_pair.serialize_pem().as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(io_err(&tmp_key))?;
+    std::fs::rename(&tmp_key, &key).map_err(io_err(&key))?;
+    std::fs::write(&cert, ca.pem()).map_err(io_err(&cert))?;
+    Ok(())
+}
+
+/// The CA certificate in PEM.
+pub fn show(state_dir: &Path) -> Result<String, CaError> {
+    let cert = cert_path(state_dir);
+    if !cert.exists() {
+        return Err(CaError::Missing(state_dir.to_path_buf()));
+    }
+    std::fs::read_to_string(&cert).map_err(io_err(&cert))
+}
+
+/// A loaded CA that mints leaf certificates.
+pub struct Ca {
+    issuer: Issuer<'static, KeyPair>,
+    leaf_key: KeyPair,
+    leaf_signer: Arc<dyn rustls::sign::SigningKey>,
+    cache: Mutex<HashMap<String, Arc<CertifiedKey>>>,
+    pub cert_pem: String,
+}
+
+impl std::fmt::Debug for Ca {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ca { .. }")
+    }
+}
+
+impl Ca {
+    /// Loads the CA of `state_dir`.
+    pub fn load(state_dir: &Path, provider: &CryptoProvider) -> Result<Ca, CaError> {
+        let (cert, key) = (cert_path(state_dir), key_path(state_dir));
+        if !cert.exists() || !key.exists() {
+            return Err(CaError::Missing(state_dir.to_path_buf()));
+        }
+        let cert_pem = std::fs::read_to_string(&cert).map_err(io_err(&cert))?;
+        let key_pem = std::fs::read_to_string(&key).map_err(io_err(&key))?;
+        let ca_key = KeyPair::from_pem(&key_pem).map_err(|e| bad(&key, e))?;
+        let issuer = Issuer::from_ca_cert_pem(&cert_pem, ca_key).map_err(|e| bad(&cert, e))?;
+        let leaf_key = KeyPair::generate().map_err(|e| bad(&key, e))?;
+        let der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
+        let leaf_signer = provider
+            .key_provider
+            .load_private_key(der)
+            .map_err(|e| bad(&key, e))?;
+        Ok(Ca {
+            issuer,
+            leaf_key,
+            leaf_signer,
+            cache: Mutex::new(HashMap::new()),
+            cert_pem,
+        })
+    }
+
+    /// Loads the CA, creating it first if there is none. Returns whether it
+    /// was created.
+    pub fn load_or_create(
+        state_dir: &Path,
+        provider: &CryptoProvider,
+    ) -> Result<(Ca, bool), CaError> {
+        let created = !cert_path(state_dir).exists() && !key_path(state_dir).exists();
+        if created {
+            init(state_dir, false)?;
+        }
+        Ok((Ca::load(state_dir, provider)?, created))
+    }
+
+    /// The leaf certificate for `host` (a normalised name), minted once.
+    pub fn leaf(&self, host: &str) -> Result<Arc<CertifiedKey>, CaError> {
+        if let Some(c) = self.lock().get(host) {
+            return Ok(c.clone());
+        }
+        let mint = |e: rcgen::Error| CaError::Mint {
+            host: host.to_string(),
+            message: e.to_string(),
+        };
+        let mut params = CertificateParams::new(vec![host.to_string()]).map_err(mint)?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, host);
+        params.distinguished_name = dn;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.use_authority_key_identifier_extension = true;
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::days(1);
+        params.not_after = now + time::Duration::days(30);
+        let cert = params
+            .signed_by(&self.leaf_key, &self.issuer)
+            .map_err(mint)?;
+        let chain: Vec<CertificateDer<'static>> = vec![cert.der().clone()];
+        let ck = Arc::new(CertifiedKey::new(chain, self.leaf_signer.clone()));
+        let mut cache = self.lock();
+        if cache.len() >= LEAF_CACHE {
+            cache.clear();
+        }
+        cache.insert(host.to_string(), ck.clone());
+        Ok(ck)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<CertifiedKey>>> {
+        // A std Mutex over a plain map, never held across an await.
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn init_refuses_to_overwrite_and_key_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        init(dir.path(), false).unwrap();
+        let mode = std::fs::metadata(key_path(dir.path()))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(matches!(init(dir.path(), false), Err(CaError::Exists(_))));
+        let before = show(dir.path()).unwrap();
+        init(dir.path(), true).unwrap();
+        assert_ne!(before, show(dir.path()).unwrap());
+    }
+
+    #[test]
+    fn leaves_are_minted_once_per_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let (ca, created) = Ca::load_or_create(dir.path(), &provider).unwrap();
+        assert!(created);
+        let a = ca.leaf("pkgs.example.com").unwrap();
+        let b = ca.leaf("pkgs.example.com").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = ca.leaf("other.example.com").unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        let (_, created) = Ca::load_or_create(dir.path(), &provider).unwrap();
+        assert!(!created);
+    }
+}

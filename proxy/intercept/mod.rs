@@ -1,0 +1,508 @@
+//! intercept: TLS both ways — terminate a CONNECT tunnel with a leaf from
+//! sluice's own CA, and re-originate each request upstream over verified
+//! TLS — plus the SNI check of tunnels that are relayed opaquely.
+//!
+//! After a CONNECT is answered, [`tunnel_session`] reads the client's first
+//! bytes: a TLS ClientHello must name the CONNECT host (`sni-mismatch`
+//! otherwise); an intercepted tunnel is then served as HTTP/1.1 or HTTP/2
+//! (by ALPN), every request going through `forward::exchange`, the same
+//! pipeline as plain HTTP. Anything not intercepted is relayed opaquely and
+//! counts as carrying a body. Must not decide on targets itself.
+
+pub mod ca;
+mod rewind;
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
+
+use crate::config::{Intercept, Snapshot, TaskConfig};
+use crate::conn::{self, ConnCtx, Exchange};
+use crate::forward::{self, Origin, Spare};
+use crate::log::{Kind, Verdict};
+use crate::policy::target::parse_authority;
+use crate::policy::{Refusal, Rule, TaintMode, TaintState, Target};
+use crate::respond::ProxyBody;
+use crate::tunnel::{self, Counted, DialError, RelayBytes, RelayEnd};
+pub use ca::Ca;
+use rewind::Rewind;
+
+/// TLS settings shared by every connection.
+pub struct Tls {
+    pub provider: Arc<rustls::crypto::CryptoProvider>,
+    /// Upstream side: Mozilla roots, the system store and `extra_roots`.
+    pub client: Arc<ClientConfig>,
+    /// Client side, when some task intercepts: leaves minted by the CA.
+    pub server: Option<Arc<ServerConfig>>,
+    pub ca: Option<Arc<Ca>>,
+}
+
+/// Mints (or reuses) the leaf for the SNI the client asked for; the SNI
+/// was checked against the CONNECT host before the handshake.
+#[derive(Debug)]
+struct LeafResolver(Arc<Ca>);
+
+impl rustls::server::ResolvesServerCert for LeafResolver {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let name = hello.server_name()?;
+        match self.0.leaf(&name.to_ascii_lowercase()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot mint a leaf certificate");
+                None
+            }
+        }
+    }
+}
+
+impl Tls {
+    /// Builds the TLS settings; `ca` is the loaded CA when a task
+    /// intercepts.
+    pub fn new(snapshot: &Snapshot, ca: Option<Ca>) -> anyhow::Result<Tls> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let native = rustls_native_certs::load_native_certs();
+        for cert in native.certs {
+            let _ = roots.add(cert);
+        }
+        for path in &snapshot.extra_roots {
+            use rustls::pki_types::pem::PemObject;
+            let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| anyhow::anyhow!("upstream.extra_roots {}: {e}", path.display()))?;
+            if certs.is_empty() {
+                anyhow::bail!(
+                    "upstream.extra_roots {}: no certificate in it",
+                    path.display()
+                );
+            }
+            for c in certs {
+                roots
+                    .add(c)
+                    .map_err(|e| anyhow::anyhow!("upstream.extra_roots {}: {e}", path.display()))?;
+            }
+        }
+        let mut client = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+
+        let ca = ca.map(Arc::new);
+        let server = match &ca {
+            Some(ca) => {
+                let mut server = ServerConfig::builder_with_provider(provider.clone())
+                    .with_safe_default_protocol_versions()?
+                    .with_no_client_auth()
+                    .with_cert_resolver(Arc::new(LeafResolver(ca.clone())));
+                server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                Some(Arc::new(server))
+            }
+            None => None,
+        };
+        Ok(Tls {
+            provider,
+            client: Arc::new(client),
+            server,
+            ca,
+        })
+    }
+
+    /// Opens verified TLS to an upstream for `name`.
+    pub async fn connect(
+        &self,
+        name: &str,
+        stream: TcpStream,
+        timeout: Duration,
+    ) -> Result<TlsStream<TcpStream>, DialError> {
+        let server_name = ServerName::try_from(name.to_string()).map_err(|e| DialError {
+            rule: Rule::UpstreamFailed,
+            message: format!("{name} is not a valid TLS server name: {e}"),
+        })?;
+        let connector = TlsConnector::from(self.client.clone());
+        match tokio::time::timeout(timeout, connector.connect(server_name, stream)).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(DialError {
+                rule: Rule::UpstreamFailed,
+                message: match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                    Some(rustls::Error::InvalidCertificate(why)) => format!(
+                        "the upstream's TLS certificate for {name} was rejected ({why:?}); sluice never falls back to an unverified connection"
+                    ),
+                    _ => format!("TLS handshake with the upstream for {name} failed: {e}"),
+                },
+            }),
+            Err(_) => Err(DialError {
+                rule: Rule::UpstreamTimeout,
+                message: format!("no TLS handshake with the upstream for {name} within {}s", timeout.as_secs()),
+            }),
+        }
+    }
+}
+
+/// Will a CONNECT to `target` be intercepted (if the client speaks TLS)?
+pub fn intercepts(shared: &crate::server::Shared, task: &TaskConfig, target: &Target) -> bool {
+    task.intercept == Intercept::All
+        && shared.tls.server.is_some()
+        && target
+            .host
+            .as_name()
+            .is_some_and(|h| !task.passthrough.contains(h))
+}
+
+/// What the client's first bytes in a tunnel were.
+enum FirstBytes {
+    Tls {
+        sni: Option<String>,
+    },
+    Other,
+    /// The client closed (or stayed silent past the timeout).
+    Nothing,
+}
+
+/// Reads the start of a tunnel without losing it: enough bytes to parse a
+/// TLS ClientHello, or the first bytes of anything else.
+async fn peek<S: AsyncRead + Unpin>(io: &mut S, timeout: Duration) -> (Vec<u8>, FirstBytes) {
+    let mut seen = Vec::with_capacity(1024);
+    let mut acceptor = rustls::server::Acceptor::default();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = match tokio::time::timeout_at(deadline, io.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => {
+                let kind = if seen.is_empty() {
+                    FirstBytes::Nothing
+                } else {
+                    FirstBytes::Other
+                };
+                return (seen, kind);
+            }
+        };
+        seen.extend_from_slice(&buf[..n]);
+        if seen[0] != 0x16 {
+            return (seen, FirstBytes::Other);
+        }
+        let _ = acceptor.read_tls(&mut &buf[..n]);
+        match acceptor.accept() {
+            Ok(Some(accepted)) => {
+                let sni = accepted
+                    .client_hello()
+                    .server_name()
+                    .map(|s| s.to_ascii_lowercase());
+                return (seen, FirstBytes::Tls { sni });
+            }
+            Ok(None) if seen.len() < 64 * 1024 => continue,
+            // Not a ClientHello sluice can read: treat as opaque bytes.
+            Ok(None) | Err(_) => return (seen, FirstBytes::Other),
+        }
+    }
+}
+
+/// Does the SNI name the CONNECT host?
+fn sni_matches(sni: &Option<String>, target: &Target) -> bool {
+    match (sni, target.host.as_name()) {
+        (Some(s), Some(host)) => matches!(
+            crate::policy::target::normalize_host(s),
+            Ok(crate::policy::Host::Name(n)) if n == host
+        ),
+        _ => false,
+    }
+}
+
+/// Serves an answered CONNECT: check the SNI, then intercept or relay.
+/// `ex` is the CONNECT's exchange; its one access-log row is written here.
+#[allow(clippy::too_many_arguments)]
+pub async fn tunnel_session<C>(
+    ctx: Arc<ConnCtx>,
+    task: Arc<TaskConfig>,
+    target: Target,
+    client: C,
+    upstream: TcpStream,
+    upstream_addr: crate::policy::CheckedAddr,
+    mut ex: Exchange,
+    verdict: (Verdict, Option<Refusal>),
+) where
+    C: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let snap = ctx.shared.snapshot.load_full();
+    let limits = snap.limits.clone();
+    let bytes = RelayBytes::default();
+    let mut client = Counted::new(client, bytes.up.clone());
+    let (first, kind) = peek(&mut client, limits.header_timeout).await;
+    let host = target.host.to_string();
+    let intercept = intercepts(&ctx.shared, &task, &target);
+
+    let sni_refusal = |sni: &Option<String>| {
+        Refusal::new(
+            Rule::SniMismatch,
+            match sni {
+                Some(s) => format!("the TLS ClientHello names {s}, not the CONNECT host {host}"),
+                None => {
+                    format!("the TLS ClientHello names no server (SNI); the CONNECT host is {host}")
+                }
+            },
+        )
+    };
+    match kind {
+        FirstBytes::Nothing => {
+            ctx.record(&ex, verdict.0, verdict.1.as_ref(), 200, (0, 0));
+        }
+        FirstBytes::Tls { sni } if !sni_matches(&sni, &target) => {
+            let r = sni_refusal(&sni);
+            tracing::info!(task = %ctx.task.id, url = %ex.url, "tunnel closed: {}", r.reason);
+            ctx.record(&ex, Verdict::Deny, Some(&r), 403, (first.len() as u64, 0));
+        }
+        FirstBytes::Tls { .. } if intercept => {
+            ex.body = false;
+            let spare: Spare = std::sync::Mutex::new(Some((upstream, upstream_addr)));
+            let io = Rewind::new(first, client);
+            serve_intercepted(ctx.clone(), task, target, io, spare, &limits).await;
+            ctx.record(
+                &ex,
+                verdict.0,
+                verdict.1.as_ref(),
+                200,
+                (
+                    bytes.up.load(Ordering::Relaxed),
+                    bytes.down.load(Ordering::Relaxed),
+                ),
+            );
+        }
+        FirstBytes::Tls { .. } | FirstBytes::Other => {
+            // Opaque: it cannot be shown to carry no body.
+            ex.body = true;
+            if let Some(r) = opaque_refusal(&ctx, &task, &target) {
+                tracing::info!(task = %ctx.task.id, url = %ex.url, "tunnel closed: {}", r.reason);
+                ctx.record(&ex, Verdict::Deny, Some(&r), 403, (first.len() as u64, 0));
+                return;
+            }
+            let (verdict, refusal) = match (verdict, opaque_would_deny(&ctx, &task, &target)) {
+                ((Verdict::Allow, None), Some(w)) => (Verdict::WouldDeny, Some(w)),
+                (v, _) => v,
+            };
+            relay_opaque(&ctx, &host, client, upstream, first, &bytes, &limits).await;
+            ctx.record(
+                &ex,
+                verdict,
+                refusal.as_ref(),
+                200,
+                (
+                    bytes.up.load(Ordering::Relaxed),
+                    bytes.down.load(Ordering::Relaxed),
+                ),
+            );
+        }
+    }
+}
+
+/// The taint refusal of an opaque tunnel, in enforce mode.
+fn opaque_refusal(ctx: &ConnCtx, task: &TaskConfig, target: &Target) -> Option<Refusal> {
+    match taint_refusal(ctx, task, target) {
+        Some(r) if task.taint.mode == TaintMode::Enforce => Some(r),
+        _ => None,
+    }
+}
+
+/// The taint refusal of an opaque tunnel that shadow mode lets through.
+fn opaque_would_deny(ctx: &ConnCtx, task: &TaskConfig, target: &Target) -> Option<Refusal> {
+    match taint_refusal(ctx, task, target) {
+        Some(r) if task.taint.mode == TaintMode::Shadow => Some(r),
+        _ => None,
+    }
+}
+
+fn taint_refusal(ctx: &ConnCtx, task: &TaskConfig, target: &Target) -> Option<Refusal> {
+    let host = target.host.to_string();
+    match ctx.task.taint.state(&host, &task.taint) {
+        TaintState::Clean => None,
+        TaintState::Tainted(p) => Some(Refusal {
+            rule: Rule::UntrustedTarget,
+            reason: format!("{host} is tainted ({p}) and an opaque tunnel cannot be shown to carry no body"),
+            tainted_by: Some(p),
+        }),
+        TaintState::Overflow => Some(Refusal::new(
+            Rule::UntrustedTarget,
+            "the task's taint set is full, so every host counts as tainted, and an opaque tunnel cannot be shown to carry no body",
+        )),
+    }
+}
+
+/// Relays an opaque tunnel: the peeked bytes first, then both ways, until
+/// close, idle, shutdown or the host becoming tainted.
+async fn relay_opaque<C>(
+    ctx: &ConnCtx,
+    host: &str,
+    client: Counted<C>,
+    mut upstream: TcpStream,
+    first: Vec<u8>,
+    bytes: &RelayBytes,
+    limits: &crate::config::Limits,
+) where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    let stop = ctx.shared.hard_stop.child_token();
+    let _registered = ctx.task.tunnels.register(host, stop.clone());
+    if upstream.write_all(&first).await.is_err() {
+        return;
+    }
+    // The client side is already counted (peeked bytes included).
+    let counted_up = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let inner = RelayBytes {
+        up: counted_up,
+        down: bytes.down.clone(),
+    };
+    match tunnel::relay(client, upstream, &inner, limits.tunnel_idle_timeout, &stop).await {
+        RelayEnd::Cancelled if !ctx.shared.hard_stop.is_cancelled() => {
+            tracing::info!(task = %ctx.task.id, host, "opaque tunnel closed: its host became tainted")
+        }
+        RelayEnd::Idle => tracing::debug!(host, "tunnel closed after idling"),
+        _ => {}
+    }
+}
+
+/// Serves the inside of an intercepted tunnel: TLS with a minted leaf, then
+/// HTTP/1.1 or HTTP/2 by ALPN, every request through the shared pipeline.
+async fn serve_intercepted<IO>(
+    ctx: Arc<ConnCtx>,
+    task: Arc<TaskConfig>,
+    target: Target,
+    io: IO,
+    spare: Spare,
+    limits: &crate::config::Limits,
+) where
+    IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let Some(server) = ctx.shared.tls.server.clone() else {
+        return;
+    };
+    let start = match tokio::time::timeout(
+        limits.header_timeout,
+        LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io),
+    )
+    .await
+    {
+        Ok(Ok(s)) => s,
+        _ => return,
+    };
+    let tls = match tokio::time::timeout(limits.header_timeout, start.into_stream(server)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::info!(task = %ctx.task.id, host = %target.host, error = %e,
+                "client TLS handshake failed: does the client trust sluice's CA? (sluice ca show)");
+            return;
+        }
+        Err(_) => return,
+    };
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let spare = Arc::new(spare);
+    let target = Arc::new(target);
+    let svc_ctx = ctx.clone();
+    let service = service_fn(move |req: Request<Incoming>| {
+        let (ctx, task, target, spare) =
+            (svc_ctx.clone(), task.clone(), target.clone(), spare.clone());
+        async move { Ok::<_, Infallible>(inner_request(ctx, task, &target, &spare, req).await) }
+    });
+    let io = TokioIo::new(tls);
+    let shutdown = ctx.shared.shutdown.clone();
+    if h2 {
+        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .serve_connection(io, service);
+        tokio::pin!(conn);
+        let r = tokio::select! {
+            r = conn.as_mut() => r,
+            _ = shutdown.cancelled() => { conn.as_mut().graceful_shutdown(); conn.await }
+        };
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "intercepted h2 connection ended with an error");
+        }
+    } else {
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .max_buf_size(limits.max_header_bytes.max(8192))
+            .serve_connection(io, service)
+            .with_upgrades();
+        tokio::pin!(conn);
+        let r = tokio::select! {
+            r = conn.as_mut() => r,
+            _ = shutdown.cancelled() => { conn.as_mut().graceful_shutdown(); conn.await }
+        };
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "intercepted connection ended with an error");
+        }
+    }
+}
+
+/// One request inside an intercepted tunnel: its authority must be the
+/// tunnel's, then it goes through the same pipeline as plain HTTP.
+async fn inner_request(
+    ctx: Arc<ConnCtx>,
+    task: Arc<TaskConfig>,
+    target: &Target,
+    spare: &Spare,
+    mut req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let snap = ctx.shared.snapshot.load_full();
+    conn::strip_sluice_headers(req.headers_mut());
+    let uri = req.uri().clone();
+    let path = uri.path().to_string();
+    let ex = Exchange {
+        kind: Kind::Intercepted,
+        method: req.method().clone(),
+        host: target.host.to_string(),
+        port: target.port,
+        path: Some(path.clone()),
+        url: forward::source_url("https", target, &path),
+        body: conn::carries_body(req.headers()),
+        started: Instant::now(),
+        generation: snap.generation,
+    };
+    if req.method() == Method::CONNECT {
+        return ctx.refuse(
+            &ex,
+            Refusal::new(
+                Rule::BadTarget,
+                "CONNECT inside an intercepted tunnel is not allowed",
+            ),
+        );
+    }
+    // An absolute-form request (or HTTP/2 :authority) naming another
+    // authority is a mismatch, as is a Host header that differs.
+    if let Some(auth) = uri.authority() {
+        let same = matches!(parse_authority(auth.as_str(), Some(443)), Ok(t) if t.host == target.host && t.port == target.port);
+        if !same {
+            return ctx.refuse(
+                &ex,
+                Refusal::new(
+                    Rule::HostMismatch,
+                    format!("the request names {auth}, but the tunnel was opened to {target}"),
+                ),
+            );
+        }
+    }
+    // HTTP/2 clients usually send no Host: the authority was checked above.
+    let hh = conn::host_header(req.headers(), 443);
+    let origin = Origin {
+        scheme: "https",
+        tls: target.host.as_name().map(Arc::from),
+        spare: Some(spare),
+    };
+    forward::exchange(ctx, &snap, &task, target, &hh, origin, req, ex).await
+}
