@@ -335,7 +335,10 @@ pub async fn exchange(
     let ex = Exchange { body, ..ex };
     let admitted = match conn::admit(&ctx.shared, &ctx.task, task, target, hh, body).await {
         Ok(a) => a,
-        Err(r) => return ctx.refuse(&ex, r),
+        Err(r) => {
+            drain(req).await;
+            return ctx.refuse(&ex, r);
+        }
     };
 
     let client_version = req.version();
@@ -474,6 +477,26 @@ pub async fn exchange(
         }),
     };
     Response::from_parts(rparts, relay.boxed())
+}
+
+/// Reads and discards a small refused request body, so that the client
+/// sees the refusal instead of a reset (HTTP/2) and the connection stays
+/// usable (HTTP/1.1). Nothing read here goes anywhere. A client waiting for
+/// 100-continue is not asked for its body.
+async fn drain(req: Request<Incoming>) {
+    const LIMIT: u64 = 1024 * 1024;
+    if req.headers().contains_key(header::EXPECT) {
+        return;
+    }
+    let mut body = req.into_body();
+    let mut read = 0u64;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while read <= LIMIT {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(f))) => read += f.data_ref().map(|d| d.len() as u64).unwrap_or(0),
+            _ => return,
+        }
+    }
 }
 
 /// Sends on a pooled connection, or a fresh one. A request that a pooled

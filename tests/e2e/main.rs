@@ -9,4 +9,5 @@ mod denials;
 mod forward;
 mod limits;
 mod taint;
+mod tls;
 mod util;

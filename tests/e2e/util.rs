@@ -23,7 +23,9 @@ use serde_json::Value;
 #[derive(Clone, Debug)]
 pub struct Seen {
     pub method: String,
+    /// Path and query.
     pub uri: String,
+    pub version: hyper::Version,
     pub headers: HashMap<String, String>,
     pub body: Vec<u8>,
 }
@@ -56,6 +58,15 @@ impl Upstream {
     }
 
     pub fn start_with(custom: Handler) -> Upstream {
+        Self::start_inner(custom, None)
+    }
+
+    /// The same routes over TLS (HTTP/2 or HTTP/1.1 by ALPN).
+    pub fn start_tls(custom: Handler, tls: Arc<rustls::ServerConfig>) -> Upstream {
+        Self::start_inner(custom, Some(tls))
+    }
+
+    fn start_inner(custom: Handler, tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -76,6 +87,7 @@ impl Upstream {
                 c.fetch_add(1, Ordering::SeqCst);
                 let seen = s.clone();
                 let custom = custom.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                         let seen = seen.clone();
@@ -87,16 +99,23 @@ impl Upstream {
                                 .await
                                 .map(|b| b.to_bytes())
                                 .unwrap_or_default();
+                            let mut headers: HashMap<String, String> = parts
+                                .headers
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+                                .collect();
+                            if let Some(a) = parts.uri.authority() {
+                                headers.entry("host".into()).or_insert(a.to_string());
+                            }
                             let rec = Seen {
                                 method: parts.method.to_string(),
-                                uri: parts.uri.to_string(),
-                                headers: parts
-                                    .headers
-                                    .iter()
-                                    .map(|(k, v)| {
-                                        (k.to_string(), v.to_str().unwrap_or("").to_string())
-                                    })
-                                    .collect(),
+                                uri: parts
+                                    .uri
+                                    .path_and_query()
+                                    .map(|p| p.to_string())
+                                    .unwrap_or_default(),
+                                version: parts.version,
+                                headers,
                                 body: body.to_vec(),
                             };
                             seen.lock().unwrap().push(rec.clone());
@@ -113,10 +132,28 @@ impl Upstream {
                             Ok(Response::new(Full::new(Bytes::from(out))))
                         }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
+                    let Some(tls) = tls else {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), svc)
+                            .with_upgrades()
+                            .await;
+                        return;
+                    };
+                    let Ok(stream) = tokio_rustls::TlsAcceptor::from(tls).accept(stream).await
+                    else {
+                        return;
+                    };
+                    if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                        let _ = hyper::server::conn::http2::Builder::new(
+                            hyper_util::rt::TokioExecutor::new(),
+                        )
                         .serve_connection(TokioIo::new(stream), svc)
-                        .with_upgrades()
                         .await;
+                    } else {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), svc)
+                            .await;
+                    }
                 });
             }
         });
@@ -441,7 +478,7 @@ pub fn parse_http(raw: &[u8]) -> Option<Answer> {
             .collect();
         let body = &rest[end + 4..];
         // `curl -i` shows interim answers (100, the CONNECT 200) first.
-        let preamble = (status == 100 || status == 200) && body.starts_with(b"HTTP/1.");
+        let preamble = (status == 100 || status == 200) && body.starts_with(b"HTTP/");
         if preamble {
             rest = body;
             continue;
