@@ -33,6 +33,21 @@ pub enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Destinations each task actually reached, from the access logs.
+    Report {
+        #[command(flatten)]
+        state: StateArgs,
+        /// Only this task.
+        #[arg(long)]
+        task: Option<String>,
+        /// Machine-readable JSON.
+        #[arg(long, conflicts_with = "allow_list")]
+        json: bool,
+        /// Print the `allow = [...]` line that would have admitted exactly
+        /// what the task reached.
+        #[arg(long)]
+        allow_list: bool,
+    },
     /// Create or print the interception CA (PEM).
     Ca {
         #[command(subcommand)]
@@ -95,7 +110,7 @@ pub fn execute(cli: Cli) -> ExitCode {
                     return ExitCode::from(1);
                 }
             };
-            match rt.block_on(crate::server::run(snapshot)) {
+            match rt.block_on(crate::server::run(snapshot, config)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("sluice: {e:#}");
@@ -104,6 +119,12 @@ pub fn execute(cli: Cli) -> ExitCode {
             }
         }
         Command::Ca { action } => ca(action),
+        Command::Report {
+            state,
+            task,
+            json,
+            allow_list,
+        } => report(&state, task.as_deref(), json, allow_list),
         Command::Check { config } => match config::load(config.as_deref(), 1) {
             Ok(s) => {
                 print!("{}", check_report(&s));
@@ -115,6 +136,50 @@ pub fn execute(cli: Cli) -> ExitCode {
             }
         },
     }
+}
+
+fn report(state: &StateArgs, task: Option<&str>, json: bool, allow_list: bool) -> ExitCode {
+    let dir = match state.dir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let rows = match crate::report::build(&dir, task) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "sluice: cannot read the access logs in {}: {e}",
+                dir.display()
+            );
+            return ExitCode::from(1);
+        }
+    };
+    if allow_list {
+        let mut tasks: Vec<&str> = rows.iter().map(|r| r.task.as_str()).collect();
+        tasks.dedup();
+        if let Some(t) = task {
+            tasks = vec![t];
+        }
+        for t in tasks {
+            if task.is_none() {
+                println!("# task {t}");
+            }
+            print!("{}", crate::report::allow_list(&rows, t));
+        }
+    } else if json {
+        match serde_json::to_string_pretty(&rows) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        print!("{}", crate::report::table(&rows));
+    }
+    ExitCode::SUCCESS
 }
 
 fn ca(action: CaAction) -> ExitCode {
@@ -148,7 +213,7 @@ fn ca(action: CaAction) -> ExitCode {
             }
         },
     };
-    let _ = state;
+    let _ = state; // the folder is named in each message already
     match result {
         Ok(text) => {
             print!("{text}");

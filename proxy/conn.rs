@@ -129,6 +129,30 @@ impl ConnCtx {
             generation: ex.generation,
         };
         self.shared.log.access(&rec);
+        let m = &self.shared.metrics;
+        let (decision, i) = match decision {
+            Verdict::Allow => ("allow", 0),
+            Verdict::Deny => ("deny", 1),
+            Verdict::WouldDeny => ("would_deny", 2),
+        };
+        self.task.decisions[i].fetch_add(1, Ordering::Relaxed);
+        m.decisions
+            .get_or_create(&crate::metrics::DecisionLabels {
+                task: self.task.id.to_string(),
+                decision: decision.into(),
+                rule: rec.rule.unwrap_or("").into(),
+            })
+            .inc();
+        for (direction, n) in [("up", bytes.0), ("down", bytes.1)] {
+            if n > 0 {
+                m.bytes
+                    .get_or_create(&crate::metrics::BytesLabels {
+                        task: self.task.id.to_string(),
+                        direction: direction.into(),
+                    })
+                    .inc_by(n);
+            }
+        }
     }
 
     /// Logs a refusal and builds its response.
@@ -176,7 +200,7 @@ pub async fn admit(
     };
     let resolution = match &target.host {
         Host::Ip(ip) => Resolution::Literal(*ip),
-        Host::Name(name) => shared.resolver.resolve(name).await,
+        Host::Name(name) => shared.resolver.load_full().resolve(name).await,
     };
     let taint = match &target.host {
         Host::Name(n) => runtime.taint.state(n, &task.taint),
@@ -186,7 +210,7 @@ pub async fn admit(
         &task.rules,
         target,
         &resolution,
-        &shared.own,
+        &shared.own.load(),
         &taint,
         carries_body,
         would_deny,
@@ -302,11 +326,17 @@ async fn connect(
     };
     ex.body = !intercepted;
     let limits = &snap.limits;
+    let dial_started = Instant::now();
     let (upstream, addr) =
         match tunnel::dial(&admitted.permit, &admitted.addrs, limits.connect_timeout).await {
             Ok(x) => x,
             Err(e) => return ctx.refuse(&ex, Refusal::new(e.rule, e.message)),
         };
+    ctx.shared
+        .metrics
+        .upstream_connect_seconds
+        .get_or_create(&crate::metrics::Metrics::task(&ctx.task.id))
+        .observe(dial_started.elapsed().as_secs_f64());
     let upgrade = hyper::upgrade::on(req);
     let ctx2 = ctx.clone();
     let task = task.clone();
@@ -342,11 +372,21 @@ impl ConnCtx {
             {
                 Inserted::New => {
                     tracing::info!(task = %self.task.id, host = %h, source = %source, "tainted");
+                    self.shared
+                        .metrics
+                        .taint_hosts
+                        .get_or_create(&crate::metrics::Metrics::task(&self.task.id))
+                        .set(self.task.taint.len() as i64);
                     if task.taint.mode == TaintMode::Enforce {
                         self.task.tunnels.revoke(&h);
                     }
                 }
                 Inserted::Overflow { first: true } => {
+                    self.shared
+                        .metrics
+                        .taint_overflow
+                        .get_or_create(&crate::metrics::Metrics::task(&self.task.id))
+                        .set(1);
                     tracing::error!(
                         task = %self.task.id, max_hosts = task.taint.max_hosts,
                         "taint-overflow: the taint set is full; from now on every body-carrying request to a non-exempt host is refused"

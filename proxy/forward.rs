@@ -115,6 +115,11 @@ impl Pool {
         None
     }
 
+    /// Drops every idle connection (a reload may no longer allow them).
+    pub fn clear(&self) {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// Returns a connection once it is ready for another request.
     fn put(self: &Arc<Self>, key: PoolKey, mut sender: Sender) {
         let pool = self.clone();
@@ -174,7 +179,11 @@ async fn connect(
         });
         return Ok((Sender::H1(sender), addr));
     };
-    let tls_stream = shared.tls.connect(name, stream, timeout).await?;
+    let tls_stream = shared
+        .tls
+        .load_full()
+        .connect(name, stream, timeout)
+        .await?;
     let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
     let io = TokioIo::new(tls_stream);
     if h2 {
@@ -381,8 +390,10 @@ pub async fn exchange(
 
     let timeout = snap.limits.connect_timeout;
     let pool = ctx.task.pool.clone();
+    let sent_at = Instant::now();
     let sent = send(
         &ctx.shared,
+        &ctx.task.id,
         &pool,
         &admitted,
         &origin,
@@ -396,6 +407,11 @@ pub async fn exchange(
         Ok(x) => x,
         Err(e) => return ctx.refuse(&ex, Refusal::new(e.rule, e.message)),
     };
+    ctx.shared
+        .metrics
+        .first_byte_seconds
+        .get_or_create(&crate::metrics::Metrics::task(&ctx.task.id))
+        .observe(sent_at.elapsed().as_secs_f64());
 
     let (mut rparts, rbody) = resp.into_parts();
     // Each hop speaks its own protocol: an HTTP/1.0 or HTTP/2 upstream does
@@ -505,6 +521,7 @@ async fn drain(req: Request<Incoming>) {
 #[allow(clippy::too_many_arguments)]
 async fn send(
     shared: &crate::server::Shared,
+    task: &str,
     pool: &Arc<Pool>,
     admitted: &conn::Admitted,
     origin: &Origin<'_>,
@@ -524,6 +541,7 @@ async fn send(
             }
         }
     }
+    let started = Instant::now();
     let (mut sender, addr) = connect(
         shared,
         &admitted.permit,
@@ -533,6 +551,11 @@ async fn send(
         origin.spare,
     )
     .await?;
+    shared
+        .metrics
+        .upstream_connect_seconds
+        .get_or_create(&crate::metrics::Metrics::task(task))
+        .observe(started.elapsed().as_secs_f64());
     shape_for(&mut req, &sender, origin.scheme, path, authority);
     match sender.try_send(req).await {
         Ok(resp) => Ok((resp, sender, addr.addr())),

@@ -18,9 +18,15 @@
 //!   set with provenance, persisted and reloaded.
 //! - [`respond`]: the one place refusals become HTTP responses.
 //! - [`log`]: the per-task JSON-lines access log writer.
+//! - [`metrics`]: the Prometheus families.
+//! - [`admin`]: the admin API (health, metrics, tasks, taint, reload).
+//! - [`reload`]: validate a new config whole, swap it in, revoke what it
+//!   no longer allows; the file watcher and SIGHUP.
+//! - [`report`]: `sluice report`, destinations each task reached.
 //! - [`server`]: live state, start-up and graceful shutdown.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod conn;
@@ -29,7 +35,10 @@ pub mod forward;
 pub mod intercept;
 pub mod listener;
 pub mod log;
+pub mod metrics;
 pub mod policy;
+pub mod reload;
+pub mod report;
 pub mod respond;
 pub mod server;
 pub mod taint;

@@ -14,9 +14,11 @@ use tokio::net::{TcpListener, UnixListener};
 
 use crate::config::ListenAddr;
 use crate::conn::{self, ConnCtx};
+use crate::metrics::Metrics;
 use crate::policy::{OwnAddrs, Refusal, Rule};
 use crate::respond;
 use crate::server::{Shared, TaskRuntime};
+use tokio_util::sync::CancellationToken;
 
 /// A bound listener.
 pub enum Bound {
@@ -37,6 +39,14 @@ impl fmt::Display for Bound {
 }
 
 impl Bound {
+    /// The local address of a TCP listener.
+    pub fn local_tcp(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            Bound::Tcp(l) => l.local_addr().ok(),
+            Bound::Unix(..) => None,
+        }
+    }
+
     /// Adds this listener's address to sluice's own addresses.
     pub fn record_own(&self, own: &mut OwnAddrs) {
         if let Bound::Tcp(l) = self {
@@ -80,26 +90,37 @@ pub async fn bind(addr: &ListenAddr) -> std::io::Result<Bound> {
         }
         ListenAddr::Vsock { .. } => Err(std::io::Error::new(
             std::io::ErrorKind::Unsupported,
-            "vsock listeners are not supported yet",
+            "vsock listeners are not supported by this build",
         )),
     }
 }
 
-/// Accepts until shutdown. Each connection runs in the shared tracker.
-pub async fn run(listener: Bound, task: Arc<TaskRuntime>, shared: Arc<Shared>) {
+/// Accepts until `stop` (shutdown, or a reload removing the listener).
+/// Each connection belongs to the task the listener routes to now, and runs
+/// in the shared tracker.
+pub async fn run(
+    listener: Bound,
+    owner: Arc<arc_swap::ArcSwap<String>>,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) {
     loop {
         let accepted = tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
+            _ = stop.cancelled() => break,
             a = accept(&listener) => a,
         };
         let (stream, client) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(task = %task.id, error = %e, "accept failed");
+                tracing::warn!(listen = %listener, error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+        };
+        let Some(task) = shared.task_runtime(&owner.load()) else {
+            // The listener is being closed by a reload.
+            continue;
         };
         let Ok(permit) = task.conns.clone().try_acquire_owned() else {
             refuse_over_capacity(stream, &task, &shared);
@@ -110,8 +131,15 @@ pub async fn run(listener: Bound, task: Arc<TaskRuntime>, shared: Arc<Shared>) {
             task: task.clone(),
             client,
         });
+        let gauge = shared
+            .metrics
+            .connections_active
+            .get_or_create(&Metrics::task(&task.id))
+            .clone();
+        gauge.inc();
         shared.tracker.spawn(async move {
             conn::serve(stream, ctx).await;
+            gauge.dec();
             drop(permit);
         });
     }
@@ -123,7 +151,7 @@ pub async fn run(listener: Bound, task: Arc<TaskRuntime>, shared: Arc<Shared>) {
 /// A stream from any listener kind.
 pub type Stream = Box<dyn conn::Io>;
 
-async fn accept(l: &Bound) -> std::io::Result<(Stream, Arc<str>)> {
+pub async fn accept(l: &Bound) -> std::io::Result<(Stream, Arc<str>)> {
     match l {
         Bound::Tcp(l) => {
             let (s, peer) = l.accept().await?;
@@ -145,6 +173,15 @@ fn refuse_over_capacity(mut stream: Stream, task: &TaskRuntime, shared: &Shared)
             shared.snapshot.load().limits.max_connections_per_task
         ),
     );
+    shared
+        .metrics
+        .decisions
+        .get_or_create(&crate::metrics::DecisionLabels {
+            task: task.id.to_string(),
+            decision: "deny".into(),
+            rule: Rule::OverCapacity.as_str().into(),
+        })
+        .inc();
     tracing::warn!(task = %task.id, "connection limit reached; refusing with 503");
     let bytes = respond::raw_refusal(&task.id, &refusal);
     tokio::spawn(async move {

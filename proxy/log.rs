@@ -8,13 +8,15 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use prometheus_client::metrics::counter::Counter;
+
+use crate::config::LogSettings;
 use crate::policy::Provenance;
 
 /// RFC 3339 UTC time, millisecond precision.
@@ -94,22 +96,21 @@ enum Msg {
 #[derive(Clone)]
 pub struct AccessLog {
     tx: mpsc::UnboundedSender<Msg>,
-    /// Lines that could not be written (full disk, permissions).
-    pub write_errors: Arc<AtomicU64>,
 }
 
 impl AccessLog {
     /// Starts the writer task for `<state_dir>/tasks/<id>/*.jsonl`.
-    pub fn spawn(state_dir: &Path) -> AccessLog {
+    /// Failed writes are counted in `errors`.
+    pub fn spawn(state_dir: &Path, settings: LogSettings, errors: Counter) -> AccessLog {
         let (tx, rx) = mpsc::unbounded_channel();
-        let write_errors = Arc::new(AtomicU64::new(0));
         let writer = Writer {
             dir: state_dir.join("tasks"),
             files: HashMap::new(),
-            errors: write_errors.clone(),
+            settings,
+            errors,
         };
         tokio::spawn(writer.run(rx));
-        AccessLog { tx, write_errors }
+        AccessLog { tx }
     }
 
     pub fn access(&self, rec: &AccessRecord) {
@@ -135,10 +136,17 @@ impl AccessLog {
     }
 }
 
+/// An open log file and how big it is.
+struct OpenFile {
+    out: std::io::BufWriter<std::fs::File>,
+    size: u64,
+}
+
 struct Writer {
     dir: PathBuf,
-    files: HashMap<(Arc<str>, &'static str), std::io::BufWriter<std::fs::File>>,
-    errors: Arc<AtomicU64>,
+    files: HashMap<(Arc<str>, &'static str), OpenFile>,
+    settings: LogSettings,
+    errors: Counter,
 }
 
 impl Writer {
@@ -163,10 +171,10 @@ impl Writer {
         }
     }
 
-    fn write(&mut self, task: Arc<str>, file: &'static str, line: &str) {
-        let key = (task, file);
+    fn open(&mut self, task: &Arc<str>, file: &'static str) -> Option<&mut OpenFile> {
+        let key = (task.clone(), file);
         if !self.files.contains_key(&key) {
-            let dir = self.dir.join(&*key.0);
+            let dir = self.dir.join(&**task);
             let opened = std::fs::create_dir_all(&dir).and_then(|_| {
                 std::fs::OpenOptions::new()
                     .create(true)
@@ -175,29 +183,71 @@ impl Writer {
             });
             match opened {
                 Ok(f) => {
-                    self.files
-                        .insert(key.clone(), std::io::BufWriter::with_capacity(64 * 1024, f));
+                    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+                    let out = std::io::BufWriter::with_capacity(64 * 1024, f);
+                    self.files.insert(key.clone(), OpenFile { out, size });
                 }
                 Err(e) => {
                     self.fail(&format!("cannot open {}/{file}: {e}", dir.display()));
-                    return;
+                    return None;
                 }
             }
         }
-        if let Some(w) = self.files.get_mut(&key) {
-            if let Err(e) = w
-                .write_all(line.as_bytes())
-                .and_then(|_| w.write_all(b"\n"))
-            {
-                self.fail(&format!("cannot write {}/{}: {e}", key.0, file));
+        self.files.get_mut(&key)
+    }
+
+    fn write(&mut self, task: Arc<str>, file: &'static str, line: &str) {
+        // Only the access log rotates: the taint log is bounded by
+        // max_hosts and is read whole on start.
+        if file == "access.jsonl" {
+            let over = self
+                .files
+                .get(&(task.clone(), file))
+                .is_some_and(|f| f.size >= self.settings.rotate_bytes);
+            if over {
+                self.rotate(&task, file);
             }
+        }
+        let result = match self.open(&task, file) {
+            Some(f) => {
+                let r = f
+                    .out
+                    .write_all(line.as_bytes())
+                    .and_then(|_| f.out.write_all(b"\n"));
+                if r.is_ok() {
+                    f.size += line.len() as u64 + 1;
+                }
+                r
+            }
+            None => return,
+        };
+        if let Err(e) = result {
+            self.fail(&format!("cannot write {task}/{file}: {e}"));
+        }
+    }
+
+    /// `access.jsonl` → `.1` → `.2` …, dropping the oldest past `keep`.
+    fn rotate(&mut self, task: &Arc<str>, file: &'static str) {
+        if let Some(mut f) = self.files.remove(&(task.clone(), file)) {
+            if let Err(e) = f.out.flush() {
+                self.fail(&format!("cannot flush {task}/{file} before rotating: {e}"));
+            }
+        }
+        let dir = self.dir.join(&**task);
+        let name = |n: usize| dir.join(format!("{file}.{n}"));
+        let _ = std::fs::remove_file(name(self.settings.keep));
+        for n in (1..self.settings.keep).rev() {
+            let _ = std::fs::rename(name(n), name(n + 1));
+        }
+        if let Err(e) = std::fs::rename(dir.join(file), name(1)) {
+            self.fail(&format!("cannot rotate {task}/{file}: {e}"));
         }
     }
 
     fn flush_all(&mut self) {
         let mut failed = Vec::new();
-        for ((task, file), w) in &mut self.files {
-            if let Err(e) = w.flush() {
+        for ((task, file), f) in &mut self.files {
+            if let Err(e) = f.out.flush() {
                 failed.push(format!("cannot flush {task}/{file}: {e}"));
             }
         }
@@ -207,10 +257,59 @@ impl Writer {
     }
 
     fn fail(&self, what: &str) {
-        let n = self.errors.fetch_add(1, Ordering::Relaxed);
+        let n = self.errors.inc();
         // Say it loudly the first time, then once per thousand.
         if n.is_multiple_of(1000) {
-            tracing::error!(failures = n + 1, "log write failed: {what}");
+            tracing::error!(
+                failures = n + 1,
+                "log write failed (policy is still enforced): {what}"
+            );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn access_log_rotates_and_keeps_n_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = LogSettings {
+            rotate_bytes: 100,
+            keep: 2,
+        };
+        let log = AccessLog::spawn(dir.path(), settings, Counter::default());
+        for i in 0..20 {
+            log.line(
+                "t".into(),
+                "access.jsonl",
+                &serde_json::json!({ "i": i, "pad": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" }),
+            );
+        }
+        log.flush().await;
+        let t = dir.path().join("tasks/t");
+        let count = |p: &str| {
+            std::fs::read_to_string(t.join(p))
+                .map(|s| s.lines().count())
+                .unwrap_or(0)
+        };
+        assert!(t.join("access.jsonl.1").exists());
+        assert!(t.join("access.jsonl.2").exists());
+        assert!(
+            !t.join("access.jsonl.3").exists(),
+            "only `keep` rotated files"
+        );
+        // Each file holds whole lines; the newest lines are in access.jsonl.
+        let last: serde_json::Value = serde_json::from_str(
+            std::fs::read_to_string(t.join("access.jsonl"))
+                .unwrap()
+                .lines()
+                .last()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(last["i"], 19);
+        assert!(count("access.jsonl") + count("access.jsonl.1") + count("access.jsonl.2") <= 20);
     }
 }

@@ -116,7 +116,7 @@ pub enum Nameservers {
     List(Vec<SocketAddr>),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolverSettings {
     pub nameservers: Nameservers,
     /// Pinned answers, like curl --resolve. Still classified.
@@ -153,6 +153,24 @@ impl Default for Limits {
     }
 }
 
+/// Access-log rotation: `access.jsonl` is renamed to `access.jsonl.1`
+/// (older ones shift up) when it passes `rotate_bytes`; `keep` rotated
+/// files are kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSettings {
+    pub rotate_bytes: u64,
+    pub keep: usize,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            rotate_bytes: 64 * 1024 * 1024,
+            keep: 5,
+        }
+    }
+}
+
 /// Where a config came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -173,12 +191,16 @@ impl fmt::Display for Source {
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub generation: u64,
+    /// A hash of the config text this was built from (the file watcher
+    /// compares it with the file).
+    pub fingerprint: u64,
     pub source: Source,
     pub state_dir: PathBuf,
     pub admin: Option<ListenAddr>,
     pub resolver: ResolverSettings,
     pub extra_roots: Vec<PathBuf>,
     pub limits: Limits,
+    pub logs: LogSettings,
     pub tasks: Vec<Arc<TaskConfig>>,
 }
 
@@ -218,6 +240,14 @@ fn render_problems(source: &Source, problems: &[Problem]) -> String {
         out.push_str(&format!("\n  {source}{line}: {}: {}", p.key, p.message));
     }
     out
+}
+
+/// A hash of a config text.
+pub fn fingerprint(text: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
 }
 
 /// Loads and validates a config file (or the embedded default).
@@ -270,7 +300,8 @@ pub fn validate(
             });
         }
     };
-    let snapshot = v.build(raw, source.clone(), base, generation);
+    let mut snapshot = v.build(raw, source.clone(), base, generation);
+    snapshot.fingerprint = fingerprint(text.as_bytes());
     if v.problems.is_empty() {
         Ok(snapshot)
     } else {
@@ -395,8 +426,27 @@ impl Validator<'_> {
             },
         };
 
+        let log_defaults = LogSettings::default();
+        let logs = match &raw.logs {
+            None => log_defaults,
+            Some(l) => LogSettings {
+                rotate_bytes: self.positive(
+                    &l.rotate_bytes,
+                    "logs.rotate_bytes",
+                    log_defaults.rotate_bytes,
+                ),
+                keep: self.positive(&l.keep, "logs.keep", log_defaults.keep as u64) as usize,
+            },
+        };
+
         let mut ids = HashSet::new();
-        let mut listeners: HashSet<ListenAddr> = admin.iter().cloned().collect();
+        // Port 0 asks the OS for a fresh port, so the admin API and one task
+        // may both say "tcp:127.0.0.1:0"; two tasks may not.
+        let mut listeners: HashSet<ListenAddr> = admin
+            .iter()
+            .filter(|a| !matches!(a, ListenAddr::Tcp(t) if t.port() == 0))
+            .cloned()
+            .collect();
         let mut tasks = Vec::new();
         for t in &raw.task {
             if let Some(task) = self.task(t, base, &mut ids, &mut listeners) {
@@ -412,12 +462,14 @@ impl Validator<'_> {
         }
         Snapshot {
             generation,
+            fingerprint: 0,
             source,
             state_dir,
             admin,
             resolver,
             extra_roots,
             limits,
+            logs,
             tasks,
         }
     }

@@ -17,6 +17,7 @@ pub struct RawConfig {
     pub resolver: Option<RawResolver>,
     pub upstream: Option<RawUpstream>,
     pub limits: Option<RawLimits>,
+    pub logs: Option<RawLogs>,
     #[serde(default)]
     pub task: Vec<S<RawTask>>,
 }
@@ -59,6 +60,14 @@ pub struct RawLimits {
     pub connect_timeout_secs: Option<S<i64>>,
     pub tunnel_idle_timeout_secs: Option<S<i64>>,
     pub drain_secs: Option<S<i64>>,
+}
+
+/// Access-log rotation.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLogs {
+    pub rotate_bytes: Option<S<i64>>,
+    pub keep: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

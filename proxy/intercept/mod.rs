@@ -40,7 +40,10 @@ pub use ca::Ca;
 use rewind::Rewind;
 
 /// TLS settings shared by every connection.
+#[derive(Clone)]
 pub struct Tls {
+    /// The `extra_roots` the client config was built with (reload compares).
+    pub extra_roots: Vec<std::path::PathBuf>,
     pub provider: Arc<rustls::crypto::CryptoProvider>,
     /// Upstream side: Mozilla roots, the system store and `extra_roots`.
     pub client: Arc<ClientConfig>,
@@ -117,6 +120,7 @@ impl Tls {
             None => None,
         };
         Ok(Tls {
+            extra_roots: snapshot.extra_roots.clone(),
             provider,
             client: Arc::new(client),
             server,
@@ -158,7 +162,7 @@ impl Tls {
 /// Will a CONNECT to `target` be intercepted (if the client speaks TLS)?
 pub fn intercepts(shared: &crate::server::Shared, task: &TaskConfig, target: &Target) -> bool {
     task.intercept == Intercept::All
-        && shared.tls.server.is_some()
+        && shared.tls.load().server.is_some()
         && target
             .host
             .as_name()
@@ -270,9 +274,14 @@ pub async fn tunnel_session<C>(
         }
         FirstBytes::Tls { .. } if intercept => {
             ex.body = false;
+            let stop = ctx.shared.hard_stop.child_token();
+            let _registered =
+                ctx.task
+                    .tunnels
+                    .register(&host, upstream_addr.addr(), false, stop.clone());
             let spare: Spare = std::sync::Mutex::new(Some((upstream, upstream_addr)));
             let io = Rewind::new(first, client);
-            serve_intercepted(ctx.clone(), task, target, io, spare, &limits).await;
+            serve_intercepted(ctx.clone(), task, target, io, spare, &limits, stop).await;
             ctx.record(
                 &ex,
                 verdict.0,
@@ -296,7 +305,17 @@ pub async fn tunnel_session<C>(
                 ((Verdict::Allow, None), Some(w)) => (Verdict::WouldDeny, Some(w)),
                 (v, _) => v,
             };
-            relay_opaque(&ctx, &host, client, upstream, first, &bytes, &limits).await;
+            relay_opaque(
+                &ctx,
+                &host,
+                client,
+                upstream,
+                upstream_addr.addr(),
+                first,
+                &bytes,
+                &limits,
+            )
+            .await;
             ctx.record(
                 &ex,
                 verdict,
@@ -345,11 +364,13 @@ fn taint_refusal(ctx: &ConnCtx, task: &TaskConfig, target: &Target) -> Option<Re
 
 /// Relays an opaque tunnel: the peeked bytes first, then both ways, until
 /// close, idle, shutdown or the host becoming tainted.
+#[allow(clippy::too_many_arguments)]
 async fn relay_opaque<C>(
     ctx: &ConnCtx,
     host: &str,
     client: Counted<C>,
     mut upstream: TcpStream,
+    addr: std::net::SocketAddr,
     first: Vec<u8>,
     bytes: &RelayBytes,
     limits: &crate::config::Limits,
@@ -357,7 +378,7 @@ async fn relay_opaque<C>(
     C: AsyncRead + AsyncWrite + Unpin,
 {
     let stop = ctx.shared.hard_stop.child_token();
-    let _registered = ctx.task.tunnels.register(host, stop.clone());
+    let _registered = ctx.task.tunnels.register(host, addr, true, stop.clone());
     if upstream.write_all(&first).await.is_err() {
         return;
     }
@@ -378,6 +399,7 @@ async fn relay_opaque<C>(
 
 /// Serves the inside of an intercepted tunnel: TLS with a minted leaf, then
 /// HTTP/1.1 or HTTP/2 by ALPN, every request through the shared pipeline.
+#[allow(clippy::too_many_arguments)]
 async fn serve_intercepted<IO>(
     ctx: Arc<ConnCtx>,
     task: Arc<TaskConfig>,
@@ -385,10 +407,11 @@ async fn serve_intercepted<IO>(
     io: IO,
     spare: Spare,
     limits: &crate::config::Limits,
+    stop: tokio_util::sync::CancellationToken,
 ) where
     IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
-    let Some(server) = ctx.shared.tls.server.clone() else {
+    let Some(server) = ctx.shared.tls.load().server.clone() else {
         return;
     };
     let start = match tokio::time::timeout(
@@ -420,6 +443,9 @@ async fn serve_intercepted<IO>(
     });
     let io = TokioIo::new(tls);
     let shutdown = ctx.shared.shutdown.clone();
+    // Revoked by a reload that no longer allows the destination: close at
+    // once rather than drain.
+    let revoked = stop;
     if h2 {
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
@@ -427,6 +453,7 @@ async fn serve_intercepted<IO>(
         tokio::pin!(conn);
         let r = tokio::select! {
             r = conn.as_mut() => r,
+            _ = revoked.cancelled() => Ok(()),
             _ = shutdown.cancelled() => { conn.as_mut().graceful_shutdown(); conn.await }
         };
         if let Err(e) = r {
@@ -442,6 +469,7 @@ async fn serve_intercepted<IO>(
         tokio::pin!(conn);
         let r = tokio::select! {
             r = conn.as_mut() => r,
+            _ = revoked.cancelled() => Ok(()),
             _ = shutdown.cancelled() => { conn.as_mut().graceful_shutdown(); conn.await }
         };
         if let Err(e) = r {

@@ -11,6 +11,7 @@ pub mod body;
 pub mod scan;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -172,12 +173,21 @@ impl TaintStore {
     }
 }
 
-/// Open opaque tunnels of a task by host, so that tainting a host can
-/// close them (SPEC §8: within a second).
+/// Open tunnels of a task by host, so that tainting a host can close the
+/// opaque ones (SPEC §8: within a second) and a reload can close any whose
+/// destination is no longer allowed.
 #[derive(Default)]
 pub struct TunnelRegistry {
     next: AtomicU64,
-    open: Mutex<HashMap<String, HashMap<u64, CancellationToken>>>,
+    open: Mutex<HashMap<String, HashMap<u64, TunnelEntry>>>,
+}
+
+struct TunnelEntry {
+    port: u16,
+    addr: SocketAddr,
+    /// Opaque tunnels carry a body; intercepted ones are decided per request.
+    opaque: bool,
+    token: CancellationToken,
 }
 
 /// Removes a tunnel from the registry when dropped.
@@ -188,11 +198,23 @@ pub struct TunnelGuard<'a> {
 }
 
 impl TunnelRegistry {
-    pub fn register(&self, host: &str, token: CancellationToken) -> TunnelGuard<'_> {
+    pub fn register(
+        &self,
+        host: &str,
+        addr: SocketAddr,
+        opaque: bool,
+        token: CancellationToken,
+    ) -> TunnelGuard<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let entry = TunnelEntry {
+            port: addr.port(),
+            addr,
+            opaque,
+            token,
+        };
         // A std Mutex over a plain map, never held across an await.
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.entry(host.to_string()).or_default().insert(id, token);
+        let mut open = self.lock();
+        open.entry(host.to_string()).or_default().insert(id, entry);
         TunnelGuard {
             registry: self,
             host: host.to_string(),
@@ -200,33 +222,48 @@ impl TunnelRegistry {
         }
     }
 
-    /// Closes every open tunnel of the task (the taint set overflowed).
-    pub fn revoke_all(&self) -> usize {
-        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.values()
-            .flat_map(|t| t.values())
-            .map(|t| t.cancel())
-            .count()
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<u64, TunnelEntry>>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Closes every open tunnel to `host`; returns how many.
+    /// Closes every open opaque tunnel of the task (the taint set overflowed).
+    pub fn revoke_all(&self) -> usize {
+        self.revoke_where(|_, _, _, opaque| opaque)
+    }
+
+    /// Closes every open opaque tunnel to `host`; returns how many.
     pub fn revoke(&self, host: &str) -> usize {
-        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        match open.get(host) {
-            Some(tunnels) => {
-                for t in tunnels.values() {
-                    t.cancel();
+        self.revoke_where(|h, _, _, opaque| opaque && h == host)
+    }
+
+    /// Closes the tunnels `(host, port, connected address, opaque)` picks.
+    pub fn revoke_where(&self, pick: impl Fn(&str, u16, SocketAddr, bool) -> bool) -> usize {
+        let open = self.lock();
+        let mut n = 0;
+        for (host, tunnels) in open.iter() {
+            for t in tunnels.values() {
+                if pick(host, t.port, t.addr, t.opaque) {
+                    t.token.cancel();
+                    n += 1;
                 }
-                tunnels.len()
             }
-            None => 0,
         }
+        n
+    }
+
+    /// How many tunnels are open.
+    pub fn len(&self) -> usize {
+        self.lock().values().map(|t| t.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
 impl Drop for TunnelGuard<'_> {
     fn drop(&mut self) {
-        let mut open = self.registry.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.registry.lock();
         if let Some(t) = open.get_mut(&self.host) {
             t.remove(&self.id);
             if t.is_empty() {
@@ -253,7 +290,7 @@ mod tests {
     #[tokio::test]
     async fn insert_exempt_overflow_and_reload() {
         let dir = tempfile::tempdir().unwrap();
-        let log = AccessLog::spawn(dir.path());
+        let log = AccessLog::spawn(dir.path(), Default::default(), Default::default());
         let s = settings(2, &["api.example.com"]);
         let store = TaintStore::new("t");
         let src: Arc<str> = "http://docs.example.com/readme".into();
@@ -320,8 +357,9 @@ mod tests {
         let reg = TunnelRegistry::default();
         let a = CancellationToken::new();
         let b = CancellationToken::new();
-        let ga = reg.register("a.example.com", a.clone());
-        let _gb = reg.register("b.example.com", b.clone());
+        let addr: SocketAddr = "93.184.216.34:443".parse().unwrap();
+        let ga = reg.register("a.example.com", addr, true, a.clone());
+        let _gb = reg.register("b.example.com", addr, true, b.clone());
         assert_eq!(reg.revoke("a.example.com"), 1);
         assert!(a.is_cancelled() && !b.is_cancelled());
         drop(ga);

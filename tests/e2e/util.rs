@@ -119,6 +119,9 @@ impl Upstream {
                                 body: body.to_vec(),
                             };
                             seen.lock().unwrap().push(rec.clone());
+                            if rec.uri.starts_with("/slow") {
+                                tokio::time::sleep(Duration::from_millis(500)).await;
+                            }
                             if let Some(resp) = custom(&rec) {
                                 return Ok::<_, hyper::Error>(resp);
                             }
@@ -228,6 +231,8 @@ pub struct Sluice {
     pub config: PathBuf,
     /// Bound addresses, in the order of the config's listeners.
     pub listeners: Vec<String>,
+    /// Every stderr line so far.
+    pub stderr: Arc<Mutex<Vec<String>>>,
 }
 
 pub fn bin() -> &'static str {
@@ -245,13 +250,50 @@ impl Sluice {
     }
 
     pub fn start_in(dir: tempfile::TempDir, path: PathBuf) -> Sluice {
-        let (child, listeners) = spawn(&path);
+        let (child, listeners, stderr) = spawn(&path);
         Sluice {
             child,
             dir,
             config: path,
             listeners,
+            stderr,
         }
+    }
+
+    /// The admin API's `host:port` (config `admin.listen = "tcp:127.0.0.1:0"`).
+    pub fn admin(&self) -> String {
+        let line = self.wait_line(|l| l.contains("admin=tcp:"));
+        let i = line.find("admin=tcp:").unwrap();
+        line[i + 10..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Waits (bounded, 10 s) for a stderr line that `pred` accepts.
+    pub fn wait_line(&self, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(l) = self.stderr.lock().unwrap().iter().find(|l| pred(l)) {
+                return l.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no such line in {:#?}",
+                self.stderr.lock().unwrap()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// An admin API request with curl: (status, body).
+    pub fn admin_call(&self, method: &str, path: &str) -> (u16, String) {
+        let url = format!("http://{}{path}", self.admin());
+        let out = curl(&["-s", "-X", method, "-w", "\n%{http_code}", &url]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
     }
 
     /// Kills sluice hard (SIGKILL, no flush) and starts it again on the
@@ -259,9 +301,10 @@ impl Sluice {
     pub fn kill_and_restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let (child, listeners) = spawn(&self.config);
+        let (child, listeners, stderr) = spawn(&self.config);
         self.child = child;
         self.listeners = listeners;
+        self.stderr = stderr;
     }
 
     /// `http://127.0.0.1:PORT` of the n-th TCP listener.
@@ -320,7 +363,7 @@ impl Drop for Sluice {
 
 /// Starts `sluice run --config path`; waits (bounded) until every
 /// listener is bound and returns their addresses.
-fn spawn(path: &Path) -> (Child, Vec<String>) {
+fn spawn(path: &Path) -> (Child, Vec<String>, Arc<Mutex<Vec<String>>>) {
     let expected = count_listeners(&std::fs::read_to_string(path).unwrap());
     let mut child = Command::new(bin())
         .args(["run", "--config"])
@@ -366,7 +409,7 @@ fn spawn(path: &Path) -> (Child, Vec<String>) {
             }
         }
     }
-    (child, listeners)
+    (child, listeners, lines)
 }
 
 fn count_listeners(config: &str) -> usize {

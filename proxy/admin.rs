@@ -1,0 +1,191 @@
+//! admin: the admin API (SPEC §7) on its own listener, a unix socket by
+//! default — never a task listener, and refused to every task as one of
+//! sluice's own addresses.
+//!
+//!     GET  /healthz                200 "ok"
+//!     GET  /metrics                Prometheus text format
+//!     GET  /tasks                  JSON: tasks, listeners, counters
+//!     GET  /tasks/<id>/taint       JSON: tainted hosts with provenance
+//!     POST /reload                 200 with summary, or 400 with the config error
+//!
+//! Mutating routes answer only POST. Must not decide on requests.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::json;
+
+use crate::config::Intercept;
+use crate::listener::Bound;
+use crate::metrics::Metrics;
+use crate::policy::{AllowMode, TaintMode};
+use crate::server::Shared;
+
+type Body = Full<Bytes>;
+
+fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    r
+}
+
+fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
+    reply(status, "text/plain; charset=utf-8", body.into())
+}
+
+fn json_reply(v: serde_json::Value) -> Response<Body> {
+    let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
+    s.push('\n');
+    reply(StatusCode::OK, "application/json", s)
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut r = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("use {allow} for this route\n"),
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static(allow));
+    r
+}
+
+/// Serves the admin API until shutdown.
+pub async fn run(listener: Bound, shared: Arc<Shared>) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            a = crate::listener::accept(&listener) => a,
+        };
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(route(&shared, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+    if let Bound::Unix(_, path) = &listener {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().trim_end_matches('/').to_string();
+    let method = req.method().clone();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        ["reload"] => {
+            if method != Method::POST {
+                return method_not_allowed("POST");
+            }
+            match crate::reload::reload(shared, "admin API").await {
+                Ok(summary) => text(StatusCode::OK, format!("reloaded: {summary}\n")),
+                Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+            }
+        }
+        _ if method != Method::GET && method != Method::HEAD => method_not_allowed("GET"),
+        ["healthz"] => text(StatusCode::OK, "ok\n"),
+        ["metrics"] => reply(
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            shared.metrics.render(),
+        ),
+        ["tasks"] => json_reply(tasks(shared)),
+        ["tasks", id, "taint"] => match taint(shared, id) {
+            Some(v) => json_reply(v),
+            None => text(StatusCode::NOT_FOUND, format!("no task {id:?}\n")),
+        },
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "routes: GET /healthz, /metrics, /tasks, /tasks/<id>/taint; POST /reload\n",
+        ),
+    }
+}
+
+fn tasks(shared: &Shared) -> serde_json::Value {
+    let snap = shared.snapshot.load();
+    let listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
+    let list: Vec<serde_json::Value> = snap
+        .tasks
+        .iter()
+        .map(|t| {
+            let rt = shared.task_runtime(&t.id);
+            let labels = Metrics::task(&t.id);
+            let bound: Vec<String> = t
+                .listen
+                .iter()
+                .map(|l| {
+                    listeners
+                        .get(l)
+                        .map(|h| h.bound.clone())
+                        .unwrap_or_else(|| l.to_string())
+                })
+                .collect();
+            let count = |i: usize| {
+                rt.as_ref()
+                    .map(|r| r.decisions[i].load(std::sync::atomic::Ordering::Relaxed))
+                    .unwrap_or(0)
+            };
+            json!({
+                "id": t.id,
+                "listen": bound,
+                "allow": t.rules.allow.sorted(),
+                "allow_mode": match t.rules.allow_mode { AllowMode::Enforce => "enforce", AllowMode::Shadow => "shadow" },
+                "allow_private": t.rules.allow_private.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+                "intercept": match t.intercept { Intercept::All => "all", Intercept::None => "none" },
+                "taint_mode": t.taint.mode,
+                "taint_hosts": rt.as_ref().map(|r| r.taint.len()).unwrap_or(0),
+                "taint_overflow": rt.as_ref().is_some_and(|r| r.taint.overflowed()),
+                "connections_active": shared.metrics.connections_active.get_or_create(&labels).get(),
+                "tunnels_open": rt.as_ref().map(|r| r.tunnels.len()).unwrap_or(0),
+                "decisions": {
+                    "allow": count(0),
+                    "deny": count(1),
+                    "would_deny": count(2),
+                },
+            })
+        })
+        .collect();
+    json!({ "generation": snap.generation, "tasks": list })
+}
+
+fn taint(shared: &Shared, id: &str) -> Option<serde_json::Value> {
+    let snap = shared.snapshot.load();
+    let task = snap.task(id)?;
+    let rt = shared.task_runtime(id)?;
+    let hosts: Vec<serde_json::Value> = if task.taint.mode == TaintMode::Off {
+        Vec::new()
+    } else {
+        rt.taint
+            .list()
+            .into_iter()
+            .map(|(host, p)| json!({ "host": host, "source": &*p.source, "ts": &*p.at }))
+            .collect()
+    };
+    Some(json!({
+        "task": id,
+        "mode": task.taint.mode,
+        "overflow": rt.taint.overflowed(),
+        "max_hosts": task.taint.max_hosts,
+        "hosts": hosts,
+    }))
+}

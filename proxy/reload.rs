@@ -1,0 +1,366 @@
+//! reload: replace the config during a mission without dropping
+//! connections.
+//!
+//! A new config is validated whole, and everything built from it (resolver,
+//! TLS, new listeners) is built before anything is swapped: an invalid
+//! config, or one whose listener cannot be bound, changes nothing. Then the
+//! snapshot is swapped atomically (requests in flight finish under the one
+//! they started with), removed listeners close, added ones open, and live
+//! tunnels and idle upstream connections the new config no longer allows
+//! are closed. Taint sets live in the task runtimes and survive.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{self, ListenAddr, Snapshot};
+use crate::dns::Resolver;
+use crate::listener::{self, Bound};
+use crate::metrics::ResultLabels;
+use crate::policy::{
+    self, target::parse_authority, Decision, Host, HostHeader, NameVerdict, OwnAddrs, Resolution,
+    TaintState,
+};
+use crate::server::{Shared, TaskRuntime};
+
+fn count(shared: &Shared, ok: bool) {
+    let result = if ok { "ok" } else { "error" };
+    shared
+        .metrics
+        .reloads
+        .get_or_create(&ResultLabels {
+            result: result.into(),
+        })
+        .inc();
+}
+
+/// Reloads the config file. Returns a one-line summary, or the errors (the
+/// old config then stays in force).
+pub async fn reload(shared: &Arc<Shared>, why: &str) -> Result<String, String> {
+    let _serial = shared.reload_lock.lock().await;
+    let result = apply(shared).await;
+    match &result {
+        Ok(summary) => {
+            count(shared, true);
+            tracing::info!(trigger = why, "config reloaded: {summary}");
+        }
+        Err(e) => {
+            count(shared, false);
+            tracing::error!(
+                trigger = why,
+                "config reload refused; the previous config stays in force: {e}"
+            );
+        }
+    }
+    result
+}
+
+async fn apply(shared: &Arc<Shared>) -> Result<String, String> {
+    let old = shared.snapshot.load_full();
+    let mut new = config::load(shared.config_path.as_deref(), old.generation + 1)
+        .map_err(|e| e.to_string())?;
+    if new.state_dir != old.state_dir {
+        tracing::warn!("state_dir changed; it takes effect only after a restart");
+        new.state_dir = old.state_dir.clone();
+    }
+    if new.admin != old.admin {
+        tracing::warn!("admin.listen changed; it takes effect only after a restart");
+        new.admin = old.admin.clone();
+    }
+
+    // Build everything that can fail before touching anything.
+    let resolver = if new.resolver != old.resolver {
+        Some(Arc::new(
+            Resolver::new(&new.resolver).map_err(|e| format!("resolver: {e:#}"))?,
+        ))
+    } else {
+        None
+    };
+    let tls =
+        crate::server::tls_for(&new, Some(&shared.tls.load())).map_err(|e| format!("{e:#}"))?;
+
+    let wanted: HashSet<ListenAddr> = new.tasks.iter().flat_map(|t| t.listen.clone()).collect();
+    let current: HashSet<ListenAddr> = {
+        let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        // A listener bound with port 0 is the same socket as the new
+        // config's entry naming the port it got.
+        let renamed: Vec<(ListenAddr, ListenAddr)> = listeners
+            .iter()
+            .filter_map(|(k, h)| match (k, h.local) {
+                (ListenAddr::Tcp(a), Some(local))
+                    if a.port() == 0 && wanted.contains(&ListenAddr::Tcp(local)) =>
+                {
+                    Some((k.clone(), ListenAddr::Tcp(local)))
+                }
+                _ => None,
+            })
+            .collect();
+        for (from, to) in renamed {
+            if let Some(h) = listeners.remove(&from) {
+                listeners.insert(to, h);
+            }
+        }
+        listeners.keys().cloned().collect()
+    };
+    let mut fresh: Vec<(ListenAddr, Bound)> = Vec::new();
+    for addr in wanted.difference(&current) {
+        match listener::bind(addr).await {
+            Ok(b) => fresh.push((addr.clone(), b)),
+            // `fresh` is dropped: the new sockets close, nothing changed.
+            Err(e) => return Err(format!("cannot listen on {addr}: {e}")),
+        }
+    }
+
+    // Swap.
+    let owners: HashMap<ListenAddr, String> = new
+        .tasks
+        .iter()
+        .flat_map(|t| t.listen.iter().map(move |l| (l.clone(), t.id.clone())))
+        .collect();
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    {
+        let mut tasks = shared.tasks.write().unwrap_or_else(|p| p.into_inner());
+        for t in &new.tasks {
+            if !tasks.contains_key(&t.id) {
+                tasks.insert(
+                    t.id.clone(),
+                    Arc::new(TaskRuntime::new(t, &new, &shared.metrics)),
+                );
+                added.push(t.id.clone());
+            }
+        }
+        let keep: HashSet<&str> = new.tasks.iter().map(|t| t.id.as_str()).collect();
+        let gone: Vec<String> = tasks
+            .keys()
+            .filter(|id| !keep.contains(id.as_str()))
+            .cloned()
+            .collect();
+        for id in gone {
+            // Its open connections keep their runtime and drain; their next
+            // request finds no task and is refused.
+            if let Some(rt) = tasks.remove(&id) {
+                rt.tunnels.revoke_where(|_, _, _, _| true);
+            }
+            removed.push(id);
+        }
+    }
+    let generation = new.generation;
+    let new = Arc::new(new);
+    shared.snapshot.store(new.clone());
+    if let Some(r) = resolver {
+        shared.resolver.store(r);
+    }
+    shared.tls.store(Arc::new(tls));
+    shared.metrics.config_generation.set(generation as i64);
+
+    // Listeners: close the removed, open the added, refresh own addresses.
+    let closed: Vec<ListenAddr> = current.difference(&wanted).cloned().collect();
+    {
+        let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        for addr in &closed {
+            if let Some(h) = listeners.remove(addr) {
+                h.stop.cancel();
+            }
+        }
+        // A listener may move between tasks.
+        for (addr, h) in listeners.iter() {
+            if let Some(task) = owners.get(addr) {
+                if h.owner.load().as_str() != task {
+                    h.owner.store(Arc::new(task.clone()));
+                }
+            }
+        }
+    }
+    let opened = fresh.len();
+    for (addr, b) in fresh {
+        let task = owners.get(&addr).cloned().unwrap_or_default();
+        tracing::info!(task, listen = %b, "listening");
+        shared.spawn_listener(addr, b, &task);
+    }
+    shared.own.store(Arc::new(own_addrs(shared)));
+
+    // Limits and revocation.
+    let mut revoked = 0;
+    for rt in shared.task_runtimes() {
+        resize(&rt, new.limits.max_connections_per_task);
+        rt.pool.clear();
+        revoked += revoke_disallowed(shared, &new, &rt);
+    }
+    Ok(format!(
+        "generation {generation}: tasks +{} -{}, listeners +{opened} -{}, tunnels closed {revoked}",
+        added.len(),
+        removed.len(),
+        closed.len()
+    ))
+}
+
+/// Resizes a task's connection cap.
+fn resize(rt: &TaskRuntime, max: usize) {
+    use std::sync::atomic::Ordering;
+    let old = rt.max_conns.swap(max, Ordering::AcqRel);
+    if max > old {
+        rt.conns.add_permits(max - old);
+    } else if max < old {
+        // Permits in use come back later; forget what is free now and the
+        // rest as it returns (best effort).
+        rt.conns.forget_permits(old - max);
+    }
+}
+
+/// sluice's own addresses: the admin API and every bound task listener.
+fn own_addrs(shared: &Shared) -> OwnAddrs {
+    let mut own = shared.own.load().as_ref().clone();
+    own.exact.clear();
+    own.any_ip_ports.clear();
+    for a in shared.admin_own.exact.iter() {
+        own.exact.insert(*a);
+    }
+    for p in shared.admin_own.any_ip_ports.iter() {
+        own.any_ip_ports.insert(*p);
+    }
+    for h in shared
+        .listeners
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+    {
+        if let Some(a) = h.local {
+            if a.ip().is_unspecified() {
+                own.any_ip_ports.insert(a.port());
+            } else {
+                own.exact.insert(a);
+            }
+        }
+    }
+    own
+}
+
+/// Closes the task's tunnels whose destination the new config refuses.
+fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usize {
+    let Some(task) = snap.task(&rt.id) else {
+        return rt.tunnels.revoke_where(|_, _, _, _| true);
+    };
+    let own = shared.own.load();
+    rt.tunnels.revoke_where(|host, port, addr, opaque| {
+        let Ok(target) = parse_authority(&format!("{host}:{port}"), None) else {
+            return true;
+        };
+        if matches!(
+            policy::decide_name(&task.rules, &target, &HostHeader::Absent),
+            NameVerdict::Deny(_)
+        ) {
+            return true;
+        }
+        let resolution = match target.host {
+            Host::Ip(ip) => Resolution::Literal(ip),
+            Host::Name(_) => Resolution::Resolved(vec![addr.ip()]),
+        };
+        let taint = if opaque {
+            rt.taint.state(host, &task.taint)
+        } else {
+            TaintState::Clean
+        };
+        matches!(
+            policy::decide_addresses(
+                &task.rules,
+                &target,
+                &resolution,
+                &own,
+                &taint,
+                opaque,
+                None
+            ),
+            Decision::Deny(_)
+        )
+    })
+}
+
+/// Watches the config file (and its folder, so editors that replace the
+/// file, and symlink swaps, are seen) and reloads when its content changes.
+/// Also checks once a second, in case an event is missed. Dropping the
+/// returned guard stops it.
+pub fn watch(shared: Arc<Shared>) -> Option<WatchGuard> {
+    let path = shared.config_path.clone()?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(d) = path.parent() {
+        dirs.push(if d.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            d.to_path_buf()
+        });
+    }
+    if let Some(d) = std::fs::canonicalize(&path)
+        .ok()
+        .and_then(|p| p.parent().map(PathBuf::from))
+    {
+        dirs.push(d);
+    }
+    let watcher = {
+        use notify::Watcher;
+        let tx = tx.clone();
+        match notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+            let _ = tx.send(());
+        }) {
+            Ok(mut w) => {
+                for d in &dirs {
+                    if let Err(e) = w.watch(d, notify::RecursiveMode::NonRecursive) {
+                        tracing::warn!(dir = %d.display(), error = %e, "cannot watch the config folder; checking once a second instead");
+                    }
+                }
+                Some(w)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the config file; checking once a second instead");
+                None
+            }
+        }
+    };
+    let stop = shared.shutdown.child_token();
+    let stop2 = stop.clone();
+    // What is in force now: a change made before this task first runs is
+    // still seen.
+    let mut last = Some(shared.snapshot.load().fingerprint);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = stop2.cancelled() => return,
+                _ = tick.tick() => {}
+                got = rx.recv() => {
+                    if got.is_none() { return; }
+                    // Let a burst of events (write, then rename) settle.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    while rx.try_recv().is_ok() {}
+                }
+            }
+            let now = fingerprint(&path);
+            if now != last {
+                last = now;
+                let _ = reload(&shared, "file change").await;
+            }
+        }
+    });
+    Some(WatchGuard {
+        _watcher: watcher,
+        stop,
+    })
+}
+
+/// Keeps the watcher alive; stops it when dropped.
+pub struct WatchGuard {
+    _watcher: Option<notify::RecommendedWatcher>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// A hash of the file's content (following symlinks); None if unreadable.
+fn fingerprint(path: &std::path::Path) -> Option<u64> {
+    std::fs::read(path).ok().map(|b| config::fingerprint(&b))
+}

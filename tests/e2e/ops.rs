@@ -1,0 +1,471 @@
+//! Operating sluice: reload (file, SIGHUP, admin), the admin API and
+//! metrics, `sluice report`, and learning an allow-list in shadow mode.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+const ADMIN: &str = "[admin]\nlisten = \"tcp:127.0.0.1:0\"\n";
+
+fn get(s: &Sluice, url: &str) -> u16 {
+    let proxy = s.proxy(0);
+    let out = curl(&[
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-x",
+        &proxy,
+        url,
+    ]);
+    String::from_utf8_lossy(&out.stdout).parse().unwrap_or(0)
+}
+
+/// The config with the task's port-0 listener pinned to the port it got.
+fn pin(cfg: String, s: &Sluice) -> String {
+    let port = s.proxy_addr().rsplit(':').next().unwrap().to_string();
+    cfg.replace(
+        "listen = [\"tcp:127.0.0.1:0\"]",
+        &format!("listen = [\"tcp:127.0.0.1:{port}\"]"),
+    )
+}
+
+/// Polls (bounded) until `f` holds.
+fn eventually(what: &str, limit: Duration, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn write_config(s: &Sluice, text: &str) {
+    std::fs::write(&s.config, text).unwrap();
+}
+
+#[test]
+fn editing_the_file_reloads_and_an_invalid_edit_changes_nothing() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let p = up.port();
+    let cfg = config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN);
+    let s = Sluice::start(&cfg);
+    let other = format!("http://other.example.com:{p}/");
+    assert_eq!(get(&s, &other), 403);
+
+    // Add a host: allowed without a restart, within 2 s.
+    write_config(
+        &s,
+        &pin(
+            config(
+                &dns,
+                &[
+                    format!("pkgs.example.com:{p}"),
+                    format!("other.example.com:{p}"),
+                ],
+                "",
+                ADMIN,
+            ),
+            &s,
+        ),
+    );
+    let started = Instant::now();
+    eventually("the new host is allowed", Duration::from_secs(2), || {
+        get(&s, &other) == 200
+    });
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let row = last_row_for(&s, "t", "other.example.com");
+    assert_eq!(row["generation"], 2);
+
+    // An invalid edit: the old config stays in force; POST /reload says why.
+    write_config(
+        &s,
+        "[[task]]\nid = \"t\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"bad host\"]\n",
+    );
+    s.wait_line(|l| l.contains("config reload refused"));
+    assert_eq!(get(&s, &other), 200, "the previous config is still served");
+    let (code, body) = s.admin_call("POST", "/reload");
+    assert_eq!(code, 400);
+    assert!(body.contains("sluice.toml:4: task[t].allow"), "{body}");
+    let (_, metrics) = s.admin_call("GET", "/metrics");
+    assert!(
+        metrics.contains("sluice_reloads_total{result=\"error\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_reloads_total{result=\"ok\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn rename_over_and_symlink_swap_are_picked_up() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let p = up.port();
+    let dir = tempfile::tempdir().unwrap();
+    let real_a = dir.path().join("a.toml");
+    let link = dir.path().join("sluice.toml");
+    let base = config(&dns, &[format!("pkgs.example.com:{p}")], "", "");
+    std::fs::write(&real_a, &base).unwrap();
+    std::os::unix::fs::symlink(&real_a, &link).unwrap();
+    let s = Sluice::start_in(dir, link.clone());
+    let with = |hosts: &[String]| pin(config(&dns, hosts, "", ""), &s);
+    let other = format!("http://other.example.com:{p}/");
+    let paste = format!("http://paste.example.com:{p}/");
+
+    // Symlink swap: point the link at another file.
+    let real_b = s.dir.path().join("b.toml");
+    std::fs::write(&real_b, with(&[format!("other.example.com:{p}")])).unwrap();
+    let tmp_link = s.dir.path().join("sluice.toml.new");
+    std::os::unix::fs::symlink(&real_b, &tmp_link).unwrap();
+    std::fs::rename(&tmp_link, &link).unwrap();
+    eventually("symlink swap", Duration::from_secs(2), || {
+        get(&s, &other) == 200
+    });
+
+    // Rename a new file over the link's target.
+    let tmp = s.dir.path().join("b.toml.tmp");
+    std::fs::write(&tmp, with(&[format!("paste.example.com:{p}")])).unwrap();
+    std::fs::rename(&tmp, &real_b).unwrap();
+    eventually("rename over", Duration::from_secs(2), || {
+        get(&s, &paste) == 200
+    });
+    assert_eq!(get(&s, &other), 403);
+}
+
+#[test]
+fn sighup_reloads_and_added_or_removed_tasks_open_and_close_listeners() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let p = up.port();
+    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN));
+    let port = s.proxy_addr().rsplit(':').next().unwrap().to_string();
+    let base = pin(
+        config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN),
+        &s,
+    );
+    // A second task on its own listener (port 0: sluice logs the port).
+    let with_task = format!(
+        "{base}\n[[task]]\nid = \"second\"\nlisten = [\"tcp:127.0.0.1:0\"]\nallow = [\"other.example.com:{p}\"]\nallow_private = [\"127.0.0.0/8\"]\n"
+    );
+    // Make the watcher ignore it: write, then SIGHUP is what we test, so
+    // compare against the reload line count.
+    std::fs::write(&s.config, &with_task).unwrap();
+    s.signal("HUP");
+    let line = s.wait_line(|l| {
+        l.contains("listening") && l.contains("listen=tcp:") && !l.contains(&format!(":{port}"))
+    });
+    let second = line[line.find("listen=tcp:").unwrap() + 11..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let out = curl(&[
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-x",
+        &format!("http://{second}"),
+        &format!("http://other.example.com:{p}/"),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "200",
+        "the new task's listener accepts"
+    );
+    let rows = wait_rows(&s.state().join("tasks/second/access.jsonl"), 1);
+    assert_eq!(rows[0]["task"], "second");
+    let (_, tasks) = s.admin_call("GET", "/tasks");
+    let v: serde_json::Value = serde_json::from_str(&tasks).unwrap();
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 2);
+
+    // Remove it again: its listener refuses connections.
+    std::fs::write(&s.config, &base).unwrap();
+    s.signal("HUP");
+    eventually(
+        "the removed task's listener closes",
+        Duration::from_secs(3),
+        || TcpStream::connect(&second).is_err(),
+    );
+    assert_eq!(
+        get(&s, &format!("http://pkgs.example.com:{p}/")),
+        200,
+        "the first task still serves"
+    );
+}
+
+#[test]
+fn removing_a_host_closes_its_open_tunnel() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let p = up.port();
+    let s = Sluice::start(&config(
+        &dns,
+        &[
+            format!("pkgs.example.com:{p}"),
+            format!("other.example.com:{p}"),
+        ],
+        "",
+        ADMIN,
+    ));
+    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(c, "CONNECT other.example.com:{p} HTTP/1.1\r\n\r\n").unwrap();
+    let mut buf = [0u8; 512];
+    let n = c.read(&mut buf).unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    write!(c, "GET /x HTTP/1.1\r\nHost: other.example.com:{p}\r\n\r\n").unwrap();
+    let n = c.read(&mut buf).unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+
+    std::fs::write(
+        &s.config,
+        pin(
+            config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN),
+            &s,
+        ),
+    )
+    .unwrap();
+    let (code, body) = s.admin_call("POST", "/reload");
+    assert_eq!(code, 200, "{body}");
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    assert!(c.read_to_end(&mut rest).is_ok(), "closed, not timed out");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn requests_in_flight_keep_the_decision_they_started_with() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let p = up.port();
+    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN));
+    let proxy = s.proxy_addr();
+    // 200 requests to a slow route (500 ms), all sent before the reload.
+    let clients: Vec<TcpStream> = (0..200)
+        .map(|i| {
+            let mut c = TcpStream::connect(&proxy).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            write!(
+                c,
+                "GET http://pkgs.example.com:{p}/slow/{i} HTTP/1.1\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            c
+        })
+        .collect();
+    eventually("all 200 reached upstream", Duration::from_secs(10), || {
+        up.requests().len() == 200
+    });
+    // Now remove the host.
+    std::fs::write(
+        &s.config,
+        pin(
+            config(&dns, &["other.example.com:1".to_string()], "", ADMIN),
+            &s,
+        ),
+    )
+    .unwrap();
+    let (code, _) = s.admin_call("POST", "/reload");
+    assert_eq!(code, 200);
+    let mut ok = 0;
+    for mut c in clients {
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        if out.starts_with(b"HTTP/1.1 200") {
+            ok += 1;
+        }
+    }
+    assert_eq!(
+        ok, 200,
+        "every request in flight completed under the old config"
+    );
+    assert_eq!(
+        get(&s, &format!("http://pkgs.example.com:{p}/after")),
+        403,
+        "new requests see the new config"
+    );
+    let rows = s.access_log("t", 201);
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r["decision"] == "allow" && r["generation"] == 1)
+            .count(),
+        200
+    );
+    // (The file watcher may have reloaded first: generation 2 or 3.)
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r["rule"] == "not-allowed" && r["generation"].as_u64() > Some(1))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn admin_api_answers_with_values() {
+    let dns = FakeDns::start();
+    let up = Upstream::start_with(std::sync::Arc::new(|req: &Seen| {
+        (req.uri == "/readme").then(|| {
+            hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
+                "see https://paste.example.com/x",
+            )))
+        })
+    }));
+    let p = up.port();
+    let s = Sluice::start(&config(&dns, &[format!("docs.example.com:{p}")], "", ADMIN));
+    assert_eq!(get(&s, &format!("http://docs.example.com:{p}/readme")), 200);
+    assert_eq!(get(&s, &format!("http://other.example.com:{p}/")), 403);
+    assert_eq!(get(&s, &format!("http://other.example.com:{p}/")), 403);
+
+    assert_eq!(s.admin_call("GET", "/healthz"), (200, "ok\n".to_string()));
+    eventually(
+        "metrics count the decisions",
+        Duration::from_secs(3),
+        || {
+            s.admin_call("GET", "/metrics").1.contains(
+                r#"sluice_decisions_total{task="t",decision="deny",rule="not-allowed"} 2"#,
+            )
+        },
+    );
+    let (_, m) = s.admin_call("GET", "/metrics");
+    assert!(
+        m.contains(r#"sluice_decisions_total{task="t",decision="allow",rule=""} 1"#),
+        "{m}"
+    );
+    assert!(m.contains(r#"sluice_taint_hosts{task="t"} 1"#), "{m}");
+    assert!(
+        m.contains(r#"sluice_bytes_total{task="t",direction="down"} 31"#),
+        "{m}"
+    );
+    assert!(m.contains("sluice_connections_active"), "{m}");
+    assert!(m.contains("sluice_upstream_connect_seconds_bucket"), "{m}");
+    assert!(m.contains("sluice_first_byte_seconds_count"), "{m}");
+
+    let (code, tasks) = s.admin_call("GET", "/tasks");
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&tasks).unwrap();
+    assert_eq!(v["generation"], 1);
+    let t = &v["tasks"][0];
+    assert_eq!(t["id"], "t");
+    assert_eq!(t["listen"][0], format!("tcp:{}", s.proxy_addr()));
+    assert_eq!(t["decisions"]["allow"], 1);
+    assert_eq!(t["decisions"]["deny"], 2);
+    assert_eq!(t["taint_hosts"], 1);
+
+    let (code, taint) = s.admin_call("GET", "/tasks/t/taint");
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&taint).unwrap();
+    assert_eq!(v["hosts"][0]["host"], "paste.example.com");
+    assert_eq!(
+        v["hosts"][0]["source"],
+        format!("http://docs.example.com:{p}/readme")
+    );
+    assert_eq!(s.admin_call("GET", "/tasks/nope/taint").0, 404);
+    assert_eq!(
+        s.admin_call("GET", "/reload").0,
+        405,
+        "mutating routes answer only POST"
+    );
+    assert_eq!(s.admin_call("POST", "/metrics").0, 405);
+}
+
+#[test]
+fn shadow_run_learns_an_allow_list_that_enforce_replays_exactly() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let p = up.port();
+    // Shadow: nothing allowed explicitly; the run reaches two hosts.
+    let s = Sluice::start(&config(&dns, &[], "allow_mode = \"shadow\"\n", ""));
+    let urls = [
+        format!("http://pkgs.example.com:{p}/a"),
+        format!("http://other.example.com:{p}/b"),
+        format!("http://pkgs.example.com:{p}/c"),
+    ];
+    for u in &urls {
+        assert_eq!(get(&s, u), 200, "shadow mode relays {u}");
+    }
+    // A private-address refusal is enforced even in shadow mode.
+    assert_eq!(get(&s, &format!("http://metadata.example.com:{p}/")), 403);
+    let rows = s.access_log("t", 4);
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r["decision"] == "would_deny")
+            .count(),
+        3
+    );
+    let out = Command::new(bin())
+        .args(["report", "--allow-list", "--task", "t", "--state"])
+        .arg(s.state())
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        line,
+        format!("allow = [\"other.example.com:{p}\", \"pkgs.example.com:{p}\"]\n")
+    );
+
+    // Enforce with the learned list: the same requests pass, others do not.
+    let learned: Vec<String> = vec![
+        format!("other.example.com:{p}"),
+        format!("pkgs.example.com:{p}"),
+    ];
+    let e = Sluice::start(&config(&dns, &learned, "", ""));
+    for u in &urls {
+        assert_eq!(get(&e, u), 200, "enforce admits {u}");
+    }
+    assert_eq!(get(&e, &format!("http://paste.example.com:{p}/")), 403);
+    let rows = e.access_log("t", 4);
+    assert_eq!(rows.iter().filter(|r| r["decision"] == "allow").count(), 3);
+}
+
+#[test]
+fn report_lists_destinations_with_counts() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let p = up.port();
+    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{p}")], "", ""));
+    for _ in 0..3 {
+        assert_eq!(get(&s, &format!("http://pkgs.example.com:{p}/x")), 200);
+    }
+    assert_eq!(get(&s, &format!("http://other.example.com:{p}/")), 403);
+    s.access_log("t", 4);
+    let out = Command::new(bin())
+        .args(["report", "--state"])
+        .arg(s.state())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pkgs = text
+        .lines()
+        .find(|l| l.contains(&format!("pkgs.example.com:{p}")))
+        .expect(&text);
+    assert!(
+        !pkgs.starts_with('!') && pkgs.contains(" 3 ") && pkgs.contains("3/0/0"),
+        "{pkgs}"
+    );
+    let other = text
+        .lines()
+        .find(|l| l.contains(&format!("other.example.com:{p}")))
+        .expect(&text);
+    assert!(
+        other.starts_with('!') && other.contains("0/1/0") && other.contains("not-allowed"),
+        "{other}"
+    );
+    let out = Command::new(bin())
+        .args(["report", "--json", "--task", "t", "--state"])
+        .arg(s.state())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(v[1]["requests"], 3);
+    assert_eq!(v[1]["bytes_down"], 60);
+}
