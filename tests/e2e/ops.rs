@@ -469,3 +469,78 @@ fn report_lists_destinations_with_counts() {
     assert_eq!(v[1]["requests"], 3);
     assert_eq!(v[1]["bytes_down"], 60);
 }
+
+/// A fake npm registry route: the packument of `left-pad` and its tarball.
+fn npm_registry(dir: &std::path::Path) -> Upstream {
+    let pkg = dir.join("pkg/package");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("package.json"), r#"{"name":"left-pad","version":"1.0.0","main":"index.js"}"#).unwrap();
+    std::fs::write(pkg.join("index.js"), "module.exports = (s, n) => String(s).padStart(n);\n").unwrap();
+    let tgz = dir.join("left-pad-1.0.0.tgz");
+    let status = Command::new("tar")
+        .arg("czf")
+        .arg(&tgz)
+        .arg("-C")
+        .arg(dir.join("pkg"))
+        .arg("package")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let tgz = bytes::Bytes::from(std::fs::read(&tgz).unwrap());
+    let port = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
+    let p2 = port.clone();
+    let up = Upstream::start_with(std::sync::Arc::new(move |req: &Seen| {
+        let p = p2.load(std::sync::atomic::Ordering::SeqCst);
+        let body = match req.uri.as_str() {
+            "/left-pad" => bytes::Bytes::from(format!(
+                r#"{{"name":"left-pad","dist-tags":{{"latest":"1.0.0"}},"versions":{{"1.0.0":{{"name":"left-pad","version":"1.0.0","dist":{{"tarball":"http://registry.example.com:{p}/left-pad/-/left-pad-1.0.0.tgz"}}}}}}}}"#
+            )),
+            "/left-pad/-/left-pad-1.0.0.tgz" => tgz.clone(),
+            _ => return None,
+        };
+        Some(hyper::Response::new(http_body_util::Full::new(body)))
+    }));
+    port.store(up.port(), std::sync::atomic::Ordering::SeqCst);
+    up
+}
+
+#[test]
+fn report_of_an_npm_install_lists_exactly_what_it_reached() {
+    let dns = FakeDns::start();
+    let work = tempfile::tempdir().unwrap();
+    let up = npm_registry(work.path());
+    let p = up.port();
+    let cfg = config(&dns, &[format!("registry.example.com:{p}")], "", "")
+        .replace("\"other.example.com\" = [\"127.0.0.1\"]", "\"other.example.com\" = [\"127.0.0.1\"]\n\"registry.example.com\" = [\"127.0.0.1\"]");
+    let s = Sluice::start(&cfg);
+    let proj = work.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("package.json"), r#"{"name":"proj","version":"1.0.0"}"#).unwrap();
+    let out = Command::new("npm")
+        .args(["install", "left-pad", "--no-audit", "--no-fund", "--no-update-notifier"])
+        .arg(format!("--registry=http://registry.example.com:{p}/"))
+        .arg(format!("--proxy={}", s.proxy(0)))
+        .arg(format!("--cache={}", work.path().join("cache").display()))
+        .current_dir(&proj)
+        .env_remove("http_proxy")
+        .env_remove("https_proxy")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .output()
+        .expect("npm runs (the CI script installs it)");
+    assert!(out.status.success(), "npm failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(proj.join("node_modules/left-pad/index.js").exists(), "the package was installed");
+
+    let rows = s.access_log("t", 2);
+    let report = Command::new(bin()).args(["report", "--json", "--state"]).arg(s.state()).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let dests = v.as_array().unwrap();
+    assert_eq!(dests.len(), 1, "one destination: {v:#}");
+    assert_eq!(dests[0]["host"], "registry.example.com");
+    assert_eq!(dests[0]["port"], p);
+    assert_eq!(dests[0]["requests"].as_u64().unwrap() as usize, rows.len(), "counts match the access log");
+    assert_eq!(dests[0]["requests"].as_u64().unwrap() as usize, up.requests().len(), "and the registry");
+    assert_eq!(dests[0]["refused"], 0);
+    let learned = Command::new(bin()).args(["report", "--allow-list", "--task", "t", "--state"]).arg(s.state()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&learned.stdout), format!("allow = [\"registry.example.com:{p}\"]\n"));
+}
