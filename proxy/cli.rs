@@ -48,6 +48,15 @@ pub enum Command {
         #[arg(long)]
         allow_list: bool,
     },
+    /// Guest-side relay (TCP → unix socket or vsock), no policy of its own.
+    Forward {
+        /// Where guest tools connect, e.g. tcp:127.0.0.1:3128.
+        #[arg(long)]
+        listen: String,
+        /// Where sluice listens on the host: vsock:CID:PORT or unix:PATH.
+        #[arg(long)]
+        to: String,
+    },
     /// Create or print the interception CA (PEM).
     Ca {
         #[command(subcommand)]
@@ -119,6 +128,31 @@ pub fn execute(cli: Cli) -> ExitCode {
             }
         }
         Command::Ca { action } => ca(action),
+        Command::Forward { listen, to } => {
+            let parsed = crate::guest_relay::parse(&listen)
+                .and_then(|l| crate::guest_relay::parse(&to).map(|t| (l, t)));
+            let (listen, to) = match parsed {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("sluice: {e:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            let rt = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("sluice: cannot start the async runtime: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            match rt.block_on(crate::guest_relay::run(listen, to)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("sluice: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Report {
             state,
             task,

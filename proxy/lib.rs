@@ -23,6 +23,7 @@
 //! - [`reload`]: validate a new config whole, swap it in, revoke what it
 //!   no longer allows; the file watcher and SIGHUP.
 //! - [`report`]: `sluice report`, destinations each task reached.
+//! - [`guest_relay`]: `sluice forward`, the guest-side TCP → vsock/unix relay.
 //! - [`server`]: live state, start-up and graceful shutdown.
 #![forbid(unsafe_code)]
 
@@ -32,6 +33,7 @@ pub mod config;
 pub mod conn;
 pub mod dns;
 pub mod forward;
+pub mod guest_relay;
 pub mod intercept;
 pub mod listener;
 pub mod log;

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 pub enum Bound {
     Tcp(TcpListener),
     Unix(UnixListener, PathBuf),
+    Vsock(tokio_vsock::VsockListener),
 }
 
 impl fmt::Display for Bound {
@@ -34,6 +35,10 @@ impl fmt::Display for Bound {
                 Err(_) => f.write_str("tcp:?"),
             },
             Bound::Unix(_, p) => write!(f, "unix:{}", p.display()),
+            Bound::Vsock(l) => match l.local_addr() {
+                Ok(a) => write!(f, "vsock:{}:{}", a.cid(), a.port()),
+                Err(_) => f.write_str("vsock:?"),
+            },
         }
     }
 }
@@ -43,7 +48,7 @@ impl Bound {
     pub fn local_tcp(&self) -> Option<std::net::SocketAddr> {
         match self {
             Bound::Tcp(l) => l.local_addr().ok(),
-            Bound::Unix(..) => None,
+            Bound::Unix(..) | Bound::Vsock(_) => None,
         }
     }
 
@@ -62,8 +67,13 @@ impl Bound {
 }
 
 /// Binds a listener. A stale unix socket file (nobody accepting on it) is
-/// replaced; a live one is an error.
+/// replaced; a live one, or another kind of file, is an error. Unix
+/// sockets get mode `unix_mode` (0660 unless the config says otherwise).
 pub async fn bind(addr: &ListenAddr) -> std::io::Result<Bound> {
+    bind_with_mode(addr, 0o660).await
+}
+
+pub async fn bind_with_mode(addr: &ListenAddr, unix_mode: u32) -> std::io::Result<Bound> {
     match addr {
         ListenAddr::Tcp(a) => Ok(Bound::Tcp(TcpListener::bind(a).await?)),
         ListenAddr::Unix(path) => {
@@ -86,12 +96,21 @@ pub async fn bind(addr: &ListenAddr) -> std::io::Result<Bound> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            Ok(Bound::Unix(UnixListener::bind(path)?, path.clone()))
+            let l = UnixListener::bind(path)?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(unix_mode))?;
+            Ok(Bound::Unix(l, path.clone()))
         }
-        ListenAddr::Vsock { .. } => Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "vsock listeners are not supported by this build",
-        )),
+        ListenAddr::Vsock { cid, port } => {
+            let cid = if *cid == u32::MAX {
+                tokio_vsock::VMADDR_CID_ANY
+            } else {
+                *cid
+            };
+            Ok(Bound::Vsock(tokio_vsock::VsockListener::bind(
+                tokio_vsock::VsockAddr::new(cid, *port),
+            )?))
+        }
     }
 }
 
@@ -161,6 +180,10 @@ pub async fn accept(l: &Bound) -> std::io::Result<(Stream, Arc<str>)> {
         Bound::Unix(l, _) => {
             let (s, _) = l.accept().await?;
             Ok((Box::new(s), "unix".into()))
+        }
+        Bound::Vsock(l) => {
+            let (s, peer) = l.accept().await?;
+            Ok((Box::new(s), format!("vsock:{}", peer.cid()).into()))
         }
     }
 }

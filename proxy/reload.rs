@@ -105,7 +105,7 @@ async fn apply(shared: &Arc<Shared>) -> Result<String, String> {
     };
     let mut fresh: Vec<(ListenAddr, Bound)> = Vec::new();
     for addr in wanted.difference(&current) {
-        match listener::bind(addr).await {
+        match listener::bind_with_mode(addr, new.unix_mode).await {
             Ok(b) => fresh.push((addr.clone(), b)),
             // `fresh` is dropped: the new sockets close, nothing changed.
             Err(e) => return Err(format!("cannot listen on {addr}: {e}")),

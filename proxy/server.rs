@@ -169,7 +169,7 @@ pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> anyhow::Re
     let mut own = OwnAddrs::default();
     for task in &snapshot.tasks {
         for addr in &task.listen {
-            let b = listener::bind(addr)
+            let b = listener::bind_with_mode(addr, snapshot.unix_mode)
                 .await
                 .with_context(|| format!("task {}: cannot listen on {addr}", task.id))?;
             b.record_own(&mut own);
@@ -180,7 +180,8 @@ pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> anyhow::Re
     let mut admin_own = OwnAddrs::default();
     let admin = match &snapshot.admin {
         Some(addr) => {
-            let b = listener::bind(addr)
+            // Only sluice's own user may use the admin socket.
+            let b = listener::bind_with_mode(addr, 0o600)
                 .await
                 .with_context(|| format!("admin: cannot listen on {addr}"))?;
             b.record_own(&mut own);

@@ -196,6 +196,8 @@ pub struct Snapshot {
     pub fingerprint: u64,
     pub source: Source,
     pub state_dir: PathBuf,
+    /// Mode task unix sockets are created with (the admin socket is 0600).
+    pub unix_mode: u32,
     pub admin: Option<ListenAddr>,
     pub resolver: ResolverSettings,
     pub extra_roots: Vec<PathBuf>,
@@ -358,6 +360,17 @@ impl Validator<'_> {
             .map(|s| base.join(s.get_ref()))
             .unwrap_or_else(|| base.join("sluice-state"));
 
+        let unix_mode = match &raw.unix_mode {
+            None => 0o660,
+            Some(m) => match u32::from_str_radix(m.get_ref().trim_start_matches("0o"), 8) {
+                Ok(v) if v <= 0o777 => v,
+                _ => {
+                    self.problem(m, "unix_mode", format!("{:?} is not an octal file mode like \"0660\"", m.get_ref()));
+                    0o660
+                }
+            },
+        };
+
         let admin = match raw.admin.as_ref().and_then(|a| a.listen.as_ref()) {
             None => None,
             Some(s) => match ListenAddr::parse(s.get_ref(), base) {
@@ -465,6 +478,7 @@ impl Validator<'_> {
             fingerprint: 0,
             source,
             state_dir,
+            unix_mode,
             admin,
             resolver,
             extra_roots,

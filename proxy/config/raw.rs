@@ -13,6 +13,8 @@ pub type S<T> = Spanned<T>;
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     pub state_dir: Option<S<String>>,
+    /// Mode of task unix sockets, octal ("0660").
+    pub unix_mode: Option<S<String>>,
     pub admin: Option<RawAdmin>,
     pub resolver: Option<RawResolver>,
     pub upstream: Option<RawUpstream>,
