@@ -70,7 +70,9 @@ pub async fn run(listen: ListenAddr, to: ListenAddr) -> anyhow::Result<()> {
                 Ok(mut upstream) => {
                     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
                 }
-                Err(e) => tracing::warn!(client = %peer, to = %to, error = %e, "cannot reach sluice"),
+                Err(e) => {
+                    tracing::warn!(client = %peer, to = %to, error = %e, "cannot reach sluice")
+                }
             }
         });
     }
@@ -86,9 +88,18 @@ mod tests {
 
     #[test]
     fn endpoints_parse() {
-        assert_eq!(parse("vsock:2:1080").unwrap(), ListenAddr::Vsock { cid: 2, port: 1080 });
-        assert_eq!(parse("tcp:127.0.0.1:3128").unwrap(), ListenAddr::Tcp("127.0.0.1:3128".parse().unwrap()));
-        assert!(matches!(parse("unix:/run/sluice.sock").unwrap(), ListenAddr::Unix(_)));
+        assert_eq!(
+            parse("vsock:2:1080").unwrap(),
+            ListenAddr::Vsock { cid: 2, port: 1080 }
+        );
+        assert_eq!(
+            parse("tcp:127.0.0.1:3128").unwrap(),
+            ListenAddr::Tcp("127.0.0.1:3128".parse().unwrap())
+        );
+        assert!(matches!(
+            parse("unix:/run/sluice.sock").unwrap(),
+            ListenAddr::Unix(_)
+        ));
         assert!(parse("vsock:x:1").is_err());
         assert!(parse("127.0.0.1:3128").is_err());
     }
@@ -97,7 +108,12 @@ mod tests {
     async fn vsock_listener_binds_where_the_kernel_has_vsock() {
         // Binding needs only AF_VSOCK; a connection needs a transport
         // (vsock_loopback or a hypervisor), which CI may not have.
-        match listener::bind(&ListenAddr::Vsock { cid: u32::MAX, port: 47_811 }).await {
+        match listener::bind(&ListenAddr::Vsock {
+            cid: u32::MAX,
+            port: 47_811,
+        })
+        .await
+        {
             Ok(b) => assert!(b.to_string().starts_with("vsock:")),
             Err(e) => eprintln!("vsock not available here ({e}); the bind path was exercised"),
         }

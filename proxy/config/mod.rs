@@ -365,7 +365,11 @@ impl Validator<'_> {
             Some(m) => match u32::from_str_radix(m.get_ref().trim_start_matches("0o"), 8) {
                 Ok(v) if v <= 0o777 => v,
                 _ => {
-                    self.problem(m, "unix_mode", format!("{:?} is not an octal file mode like \"0660\"", m.get_ref()));
+                    self.problem(
+                        m,
+                        "unix_mode",
+                        format!("{:?} is not an octal file mode like \"0660\"", m.get_ref()),
+                    );
                     0o660
                 }
             },

@@ -106,3 +106,33 @@ fn run_with_invalid_config_exits_1_and_usage_error_exits_2() {
     let out = Command::new(bin()).args(["frobnicate"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn shipped_configs_are_valid() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for dir in ["config", "deploy"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let out = Command::new(bin())
+                    .args(["check", "--config"])
+                    .arg(&path)
+                    .output()
+                    .unwrap();
+                assert_eq!(
+                    out.status.code(),
+                    Some(0),
+                    "{}: {}",
+                    path.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 4,
+        "config/default.toml, config/example.toml, deploy/*.toml"
+    );
+}

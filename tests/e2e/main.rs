@@ -8,6 +8,7 @@ mod connect;
 mod denials;
 mod forward;
 mod limits;
+mod netns;
 mod ops;
 mod taint;
 mod tls;

@@ -474,8 +474,16 @@ fn report_lists_destinations_with_counts() {
 fn npm_registry(dir: &std::path::Path) -> Upstream {
     let pkg = dir.join("pkg/package");
     std::fs::create_dir_all(&pkg).unwrap();
-    std::fs::write(pkg.join("package.json"), r#"{"name":"left-pad","version":"1.0.0","main":"index.js"}"#).unwrap();
-    std::fs::write(pkg.join("index.js"), "module.exports = (s, n) => String(s).padStart(n);\n").unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"left-pad","version":"1.0.0","main":"index.js"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        pkg.join("index.js"),
+        "module.exports = (s, n) => String(s).padStart(n);\n",
+    )
+    .unwrap();
     let tgz = dir.join("left-pad-1.0.0.tgz");
     let status = Command::new("tar")
         .arg("czf")
@@ -510,14 +518,26 @@ fn report_of_an_npm_install_lists_exactly_what_it_reached() {
     let work = tempfile::tempdir().unwrap();
     let up = npm_registry(work.path());
     let p = up.port();
-    let cfg = config(&dns, &[format!("registry.example.com:{p}")], "", "")
-        .replace("\"other.example.com\" = [\"127.0.0.1\"]", "\"other.example.com\" = [\"127.0.0.1\"]\n\"registry.example.com\" = [\"127.0.0.1\"]");
+    let cfg = config(&dns, &[format!("registry.example.com:{p}")], "", "").replace(
+        "\"other.example.com\" = [\"127.0.0.1\"]",
+        "\"other.example.com\" = [\"127.0.0.1\"]\n\"registry.example.com\" = [\"127.0.0.1\"]",
+    );
     let s = Sluice::start(&cfg);
     let proj = work.path().join("proj");
     std::fs::create_dir_all(&proj).unwrap();
-    std::fs::write(proj.join("package.json"), r#"{"name":"proj","version":"1.0.0"}"#).unwrap();
+    std::fs::write(
+        proj.join("package.json"),
+        r#"{"name":"proj","version":"1.0.0"}"#,
+    )
+    .unwrap();
     let out = Command::new("npm")
-        .args(["install", "left-pad", "--no-audit", "--no-fund", "--no-update-notifier"])
+        .args([
+            "install",
+            "left-pad",
+            "--no-audit",
+            "--no-fund",
+            "--no-update-notifier",
+        ])
         .arg(format!("--registry=http://registry.example.com:{p}/"))
         .arg(format!("--proxy={}", s.proxy(0)))
         .arg(format!("--cache={}", work.path().join("cache").display()))
@@ -528,19 +548,45 @@ fn report_of_an_npm_install_lists_exactly_what_it_reached() {
         .env_remove("HTTPS_PROXY")
         .output()
         .expect("npm runs (the CI script installs it)");
-    assert!(out.status.success(), "npm failed: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(proj.join("node_modules/left-pad/index.js").exists(), "the package was installed");
+    assert!(
+        out.status.success(),
+        "npm failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        proj.join("node_modules/left-pad/index.js").exists(),
+        "the package was installed"
+    );
 
     let rows = s.access_log("t", 2);
-    let report = Command::new(bin()).args(["report", "--json", "--state"]).arg(s.state()).output().unwrap();
+    let report = Command::new(bin())
+        .args(["report", "--json", "--state"])
+        .arg(s.state())
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
     let dests = v.as_array().unwrap();
     assert_eq!(dests.len(), 1, "one destination: {v:#}");
     assert_eq!(dests[0]["host"], "registry.example.com");
     assert_eq!(dests[0]["port"], p);
-    assert_eq!(dests[0]["requests"].as_u64().unwrap() as usize, rows.len(), "counts match the access log");
-    assert_eq!(dests[0]["requests"].as_u64().unwrap() as usize, up.requests().len(), "and the registry");
+    assert_eq!(
+        dests[0]["requests"].as_u64().unwrap() as usize,
+        rows.len(),
+        "counts match the access log"
+    );
+    assert_eq!(
+        dests[0]["requests"].as_u64().unwrap() as usize,
+        up.requests().len(),
+        "and the registry"
+    );
     assert_eq!(dests[0]["refused"], 0);
-    let learned = Command::new(bin()).args(["report", "--allow-list", "--task", "t", "--state"]).arg(s.state()).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&learned.stdout), format!("allow = [\"registry.example.com:{p}\"]\n"));
+    let learned = Command::new(bin())
+        .args(["report", "--allow-list", "--task", "t", "--state"])
+        .arg(s.state())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&learned.stdout),
+        format!("allow = [\"registry.example.com:{p}\"]\n")
+    );
 }
