@@ -2,11 +2,13 @@
 //! default — never a task listener, and refused to every task as one of
 //! sluice's own addresses.
 //!
-//!     GET  /healthz                200 "ok"
-//!     GET  /metrics                Prometheus text format
-//!     GET  /tasks                  JSON: tasks, listeners, counters
-//!     GET  /tasks/<id>/taint       JSON: tainted hosts with provenance
-//!     POST /reload                 200 with summary, or 400 with the config error
+//! ```text
+//! GET  /healthz                200 "ok"
+//! GET  /metrics                Prometheus text format
+//! GET  /tasks                  JSON: tasks, listeners, counters
+//! GET  /tasks/<id>/taint       JSON: tainted hosts with provenance
+//! POST /reload                 200 with summary, or 400 with the config error
+//! ```
 //!
 //! Mutating routes answer only POST. Must not decide on requests.
 

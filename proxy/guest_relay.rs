@@ -2,8 +2,10 @@
 //! microVM (or any sandbox) that turns a local TCP proxy address into the
 //! unix socket or vsock port where sluice listens on the host.
 //!
-//!     guest: HTTP_PROXY=http://127.0.0.1:3128 → sluice forward
-//!            --listen tcp:127.0.0.1:3128 --to vsock:2:1080 → host: sluice
+//! ```text
+//! guest: HTTP_PROXY=http://127.0.0.1:3128 → sluice forward
+//!        --listen tcp:127.0.0.1:3128 --to vsock:2:1080 → host: sluice
+//! ```
 //!
 //! No policy of its own: the host-side sluice decides everything, and the
 //! task is whoever arrives on the host listener.

@@ -218,13 +218,15 @@ async fn peek<S: AsyncRead + Unpin>(io: &mut S, timeout: Duration) -> (Vec<u8>, 
     }
 }
 
-/// Does the SNI name the CONNECT host?
+/// Does the SNI name the CONNECT host? A tunnel to an IP address (which
+/// `allow` named) carries no SNI: TLS has none for addresses.
 fn sni_matches(sni: &Option<String>, target: &Target) -> bool {
     match (sni, target.host.as_name()) {
         (Some(s), Some(host)) => matches!(
             crate::policy::target::normalize_host(s),
             Ok(crate::policy::Host::Name(n)) if n == host
         ),
+        (None, None) => true,
         _ => false,
     }
 }

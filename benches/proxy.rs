@@ -1,0 +1,965 @@
+//! Side-by-side benchmark (not a test; `cargo bench --bench proxy`):
+//! sluice (release), a direct connection, and — when installed — Squid and
+//! tinyproxy (`benches/setup-peers.sh` installs them), each driven by the
+//! same in-process load generator against the same loopback upstreams.
+//!
+//! Scenarios: keep-alive HTTP (1 KiB, 32 connections), CONNECT throughput
+//! (1 MiB bodies, 4 connections), churn (connect + CONNECT + one 1 KiB
+//! request + close, 8 in parallel), TLS through a passthrough CONNECT (32
+//! connections), intercepted HTTPS (keep-alive and new connections), RSS per
+//! idle tunnel (2,000 and 10,000 tunnels), taint enforce vs off on a 1 MiB
+//! download. Every loop is bounded in time and count; only 127.0.0.1 is
+//! used. `BENCH_SECS` sets the seconds per measurement (default 3).
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const HOST: &str = "bench.example.com";
+
+fn secs() -> Duration {
+    Duration::from_secs(
+        std::env::var("BENCH_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(3),
+    )
+}
+
+// ---------------------------------------------------------------- upstreams
+
+fn body(n: usize) -> Bytes {
+    let unit = b"<p>Lorem ipsum dolor sit amet, see https://docs.example.org/guide for more.</p>\n";
+    let mut v = Vec::with_capacity(n);
+    while v.len() < n {
+        v.extend_from_slice(unit);
+    }
+    v.truncate(n);
+    Bytes::from(v)
+}
+
+struct Upstreams {
+    http: SocketAddr,
+    https: SocketAddr,
+    /// The certificate the HTTPS upstream presents (for HOST).
+    cert: CertificateDer<'static>,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
+
+fn upstreams() -> Upstreams {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let small = body(1024);
+    let big = body(1024 * 1024);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![HOST.to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let (http, https) = rt.block_on(async {
+        let a = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let b = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        (a, b)
+    });
+    let (http_addr, https_addr) = (http.local_addr().unwrap(), https.local_addr().unwrap());
+    let svc = move |req: Request<hyper::body::Incoming>| {
+        let b = if req.uri().path() == "/1m" {
+            big.clone()
+        } else {
+            small.clone()
+        };
+        async move { Ok::<_, hyper::Error>(Response::new(Full::new(b))) }
+    };
+    let svc2 = svc.clone();
+    rt.spawn(async move {
+        loop {
+            let Ok((s, _)) = http.accept().await else {
+                continue;
+            };
+            let _ = s.set_nodelay(true);
+            let svc = svc.clone();
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), hyper::service::service_fn(svc))
+                    .await;
+            });
+        }
+    });
+    rt.spawn(async move {
+        loop {
+            let Ok((s, _)) = https.accept().await else {
+                continue;
+            };
+            let _ = s.set_nodelay(true);
+            let (acceptor, svc) = (acceptor.clone(), svc2.clone());
+            tokio::spawn(async move {
+                let Ok(s) = acceptor.accept(s).await else {
+                    return;
+                };
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), hyper::service::service_fn(svc))
+                    .await;
+            });
+        }
+    });
+    Upstreams {
+        http: http_addr,
+        https: https_addr,
+        cert: cert.der().clone(),
+        _rt: rt,
+    }
+}
+
+// ------------------------------------------------------------------ proxies
+
+struct Proxy {
+    name: String,
+    /// None: the direct baseline.
+    addr: Option<SocketAddr>,
+    child: Option<Child>,
+    /// How this proxy is asked for the upstream host (sluice: a pinned
+    /// name; the others: the IP).
+    host: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.child {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Proxy {
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_port(port: u16) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn direct() -> Proxy {
+    Proxy {
+        name: "direct".into(),
+        addr: None,
+        child: None,
+        host: "127.0.0.1".into(),
+        _dir: None,
+    }
+}
+
+fn sluice(up: &Upstreams, name: &str, intercept: &str, taint: &str) -> Proxy {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    std::fs::write(dir.path().join("up.pem"), pem(&up.cert)).unwrap();
+    let cfg = format!(
+        "state_dir = \"state\"\n[resolver]\nnameservers = [\"127.0.0.1:9\"]\n[resolver.hosts]\n\"{HOST}\" = [\"127.0.0.1\"]\n\
+         [upstream]\nextra_roots = [\"up.pem\"]\n[limits]\nmax_connections_per_task = 100000\n\
+         [[task]]\nid = \"bench\"\nlisten = [\"tcp:127.0.0.1:{port}\"]\n\
+         allow = [\"{HOST}:{}\", \"{HOST}:{}\"]\nallow_private = [\"127.0.0.0/8\"]\nintercept = \"{intercept}\"\n\
+         [task.taint]\nmode = \"{taint}\"\n",
+        up.http.port(),
+        up.https.port()
+    );
+    std::fs::write(dir.path().join("sluice.toml"), cfg).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--config"])
+        .arg(dir.path().join("sluice.toml"))
+        .env("SLUICE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_port(port), "sluice did not start");
+    Proxy {
+        name: name.into(),
+        addr: Some(([127, 0, 0, 1], port).into()),
+        child: Some(child),
+        host: HOST.into(),
+        _dir: Some(dir),
+    }
+}
+
+fn pem(cert: &CertificateDer<'_>) -> String {
+    use std::fmt::Write;
+    let b64 = base64_encode(cert.as_ref());
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        let _ = writeln!(out, "{}", std::str::from_utf8(chunk).unwrap());
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+fn base64_encode(data: &[u8]) -> String {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in data.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn squid() -> Option<Proxy> {
+    let bin = ["/usr/sbin/squid", "/usr/bin/squid"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())?;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let d = dir.path().display();
+    // Fair: no cache, no access log, CONNECT to any port, many fds.
+    let cfg = format!(
+        "http_port 127.0.0.1:{port}\nhttp_access allow all\ncache deny all\ncache_mem 0 MB\naccess_log none\ncache_log {d}/cache.log\n\
+         pid_filename {d}/squid.pid\nmax_filedescriptors 65536\nshutdown_lifetime 0 seconds\nvia off\nforwarded_for delete\n\
+         workers 1\ncoredump_dir {d}\n"
+    );
+    std::fs::write(dir.path().join("squid.conf"), cfg).unwrap();
+    let child = Command::new(bin)
+        .args(["-N", "-f"])
+        .arg(dir.path().join("squid.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    if !wait_port(port) {
+        return None;
+    }
+    Some(Proxy {
+        name: "squid".into(),
+        addr: Some(([127, 0, 0, 1], port).into()),
+        child: Some(child),
+        host: "127.0.0.1".into(),
+        _dir: Some(dir),
+    })
+}
+
+fn tinyproxy() -> Option<Proxy> {
+    let bin = ["/usr/bin/tinyproxy", "/usr/sbin/tinyproxy"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())?;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "Port {port}\nListen 127.0.0.1\nTimeout 600\nMaxClients 20000\nLogLevel Critical\nPidFile \"{}/tp.pid\"\nDisableViaHeader Yes\n",
+        dir.path().display()
+    );
+    std::fs::write(dir.path().join("tinyproxy.conf"), cfg).unwrap();
+    let child = Command::new(bin)
+        .args(["-d", "-c"])
+        .arg(dir.path().join("tinyproxy.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    if !wait_port(port) {
+        return None;
+    }
+    Some(Proxy {
+        name: "tinyproxy".into(),
+        addr: Some(([127, 0, 0, 1], port).into()),
+        child: Some(child),
+        host: "127.0.0.1".into(),
+        _dir: Some(dir),
+    })
+}
+
+// --------------------------------------------------------- process metrics
+
+/// CPU time (user + system) of a process and its threads.
+fn cpu(pid: Option<u32>) -> Duration {
+    let Some(pid) = pid else {
+        return Duration::ZERO;
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = f.get(11).and_then(|s| s.parse().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    // USER_HZ is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+// ------------------------------------------------------------ the client
+
+/// Reads one HTTP/1.1 response (Content-Length framed); returns body bytes.
+async fn read_response<S: AsyncRead + Unpin>(
+    s: &mut S,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    buf.clear();
+    let mut tmp = [0u8; 65536];
+    let head_end;
+    loop {
+        let n = s.read(&mut tmp).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&tmp[..n]);
+        if let Some(i) = memchr::memmem::find(buf, b"\r\n\r\n") {
+            head_end = i + 4;
+            break;
+        }
+    }
+    let head = std::str::from_utf8(&buf[..head_end]).unwrap_or("");
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        return Err(std::io::Error::other(
+            head.lines().next().unwrap_or("").to_string(),
+        ));
+    }
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut have = buf.len() - head_end;
+    while have < len {
+        let n = s.read(&mut tmp).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        have += n;
+    }
+    Ok(len)
+}
+
+/// Opens a tunnel to `target` through `proxy` (or connects directly).
+async fn open(proxy: &Proxy, target: SocketAddr) -> std::io::Result<TcpStream> {
+    match proxy.addr {
+        None => {
+            let s = TcpStream::connect(target).await?;
+            s.set_nodelay(true)?;
+            Ok(s)
+        }
+        Some(p) => {
+            let mut s = TcpStream::connect(p).await?;
+            s.set_nodelay(true)?;
+            let req = format!(
+                "CONNECT {h}:{port} HTTP/1.1\r\nHost: {h}:{port}\r\n\r\n",
+                h = proxy.host,
+                port = target.port()
+            );
+            s.write_all(req.as_bytes()).await?;
+            let mut buf = [0u8; 1024];
+            let mut got = Vec::new();
+            while memchr::memmem::find(&got, b"\r\n\r\n").is_none() {
+                let n = s.read(&mut buf).await?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            if !got.starts_with(b"HTTP/1.1 200") && !got.starts_with(b"HTTP/1.0 200") {
+                return Err(std::io::Error::other(
+                    String::from_utf8_lossy(&got)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .to_string(),
+                ));
+            }
+            Ok(s)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Run {
+    ops: u64,
+    bytes: u64,
+    lat_us: Vec<u32>,
+    errors: u64,
+    elapsed: Duration,
+    cpu: Duration,
+}
+
+impl Run {
+    fn rate(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+    fn mbps(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.as_secs_f64() / 1e6
+    }
+    fn pct(&mut self, p: f64) -> f64 {
+        if self.lat_us.is_empty() {
+            return 0.0;
+        }
+        self.lat_us.sort_unstable();
+        let i = ((self.lat_us.len() as f64 * p) as usize).min(self.lat_us.len() - 1);
+        self.lat_us[i] as f64 / 1000.0
+    }
+}
+
+/// Runs `workers` copies of `job` for the measurement time; each call of
+/// `job` is one operation returning the bytes it moved.
+async fn drive<F, Fut>(proxy: &Proxy, workers: usize, job: F) -> Run
+where
+    F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = std::io::Result<u64>> + Send,
+{
+    let stop = Instant::now() + secs();
+    let ops = Arc::new(AtomicU64::new(0));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let cpu0 = cpu(proxy.pid());
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let (job, ops, bytes, errors) = (job.clone(), ops.clone(), bytes.clone(), errors.clone());
+        handles.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while Instant::now() < stop {
+                let t = Instant::now();
+                match job(w).await {
+                    Ok(b) => {
+                        ops.fetch_add(1, Ordering::Relaxed);
+                        bytes.fetch_add(b, Ordering::Relaxed);
+                        lat.push(t.elapsed().as_micros() as u32);
+                    }
+                    Err(_) => {
+                        if errors.fetch_add(1, Ordering::Relaxed) > 1000 {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+            lat
+        }));
+    }
+    let mut lat_us = Vec::new();
+    for h in handles {
+        lat_us.extend(h.await.unwrap_or_default());
+    }
+    Run {
+        ops: ops.load(Ordering::Relaxed),
+        bytes: bytes.load(Ordering::Relaxed),
+        errors: errors.load(Ordering::Relaxed),
+        lat_us,
+        elapsed: started.elapsed(),
+        cpu: cpu(proxy.pid()) - cpu0,
+    }
+}
+
+/// A persistent connection per worker, made on first use.
+type Conns<S> = Arc<Vec<tokio::sync::Mutex<Option<S>>>>;
+
+async fn keepalive_http(
+    proxy: &Proxy,
+    up: &Upstreams,
+    path: &'static str,
+    workers: usize,
+    tunnel: bool,
+) -> Run {
+    let conns: Conns<TcpStream> = Arc::new(
+        (0..workers)
+            .map(|_| tokio::sync::Mutex::new(None))
+            .collect(),
+    );
+    let target = up.http;
+    let host = proxy.host.clone();
+    let proxy_addr = proxy.addr;
+    let p2 = Proxy {
+        name: proxy.name.clone(),
+        addr: proxy.addr,
+        child: None,
+        host: proxy.host.clone(),
+        _dir: None,
+    };
+    let p2 = Arc::new(p2);
+    drive(proxy, workers, move |w| {
+        let (conns, host, p2) = (conns.clone(), host.clone(), p2.clone());
+        async move {
+            let mut slot = conns[w].lock().await;
+            if slot.is_none() {
+                *slot = Some(if tunnel || proxy_addr.is_none() {
+                    open(&p2, target).await?
+                } else {
+                    let s = TcpStream::connect(proxy_addr.unwrap()).await?;
+                    s.set_nodelay(true)?;
+                    s
+                });
+            }
+            let s = slot.as_mut().unwrap();
+            let req = if proxy_addr.is_some() && !tunnel {
+                format!(
+                    "GET http://{host}:{}{path} HTTP/1.1\r\nHost: {host}:{}\r\n\r\n",
+                    target.port(),
+                    target.port()
+                )
+            } else {
+                format!(
+                    "GET {path} HTTP/1.1\r\nHost: {host}:{}\r\n\r\n",
+                    target.port()
+                )
+            };
+            let mut buf = Vec::with_capacity(4096);
+            let r = async {
+                s.write_all(req.as_bytes()).await?;
+                read_response(s, &mut buf).await
+            }
+            .await;
+            match r {
+                Ok(n) => Ok(n as u64),
+                Err(e) => {
+                    *slot = None;
+                    Err(e)
+                }
+            }
+        }
+    })
+    .await
+}
+
+async fn churn(proxy: &Proxy, up: &Upstreams, workers: usize) -> Run {
+    let target = up.http;
+    let p2 = Arc::new(Proxy {
+        name: proxy.name.clone(),
+        addr: proxy.addr,
+        child: None,
+        host: proxy.host.clone(),
+        _dir: None,
+    });
+    drive(proxy, workers, move |_| {
+        let p2 = p2.clone();
+        async move {
+            let mut s = open(&p2, target).await?;
+            let req = format!(
+                "GET /1k HTTP/1.1\r\nHost: {}:{}\r\nConnection: close\r\n\r\n",
+                p2.host,
+                target.port()
+            );
+            s.write_all(req.as_bytes()).await?;
+            let mut buf = Vec::new();
+            let n = read_response(&mut s, &mut buf).await?;
+            Ok(n as u64)
+        }
+    })
+    .await
+}
+
+fn tls_client(roots: Vec<CertificateDer<'static>>) -> tokio_rustls::TlsConnector {
+    let mut store = rustls::RootCertStore::empty();
+    for r in roots {
+        store.add(r).unwrap();
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(store)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(cfg))
+}
+
+/// HTTPS through a tunnel (passthrough or intercepted). `reuse`: keep-alive
+/// on one TLS connection per worker; otherwise one new connection per op.
+async fn https(
+    proxy: &Proxy,
+    up: &Upstreams,
+    roots: Vec<CertificateDer<'static>>,
+    workers: usize,
+    reuse: bool,
+) -> Run {
+    let tls = tls_client(roots);
+    let target = up.https;
+    let p2 = Arc::new(Proxy {
+        name: proxy.name.clone(),
+        addr: proxy.addr,
+        child: None,
+        host: proxy.host.clone(),
+        _dir: None,
+    });
+    type Tls = tokio_rustls::client::TlsStream<TcpStream>;
+    let conns: Conns<Tls> = Arc::new(
+        (0..workers)
+            .map(|_| tokio::sync::Mutex::new(None))
+            .collect(),
+    );
+    drive(proxy, workers, move |w| {
+        let (tls, p2, conns) = (tls.clone(), p2.clone(), conns.clone());
+        async move {
+            let mut slot = conns[w].lock().await;
+            if slot.is_none() || !reuse {
+                let tcp = open(&p2, target).await?;
+                let name = ServerName::try_from(HOST.to_string()).unwrap();
+                *slot = Some(tls.connect(name, tcp).await?);
+            }
+            let s = slot.as_mut().unwrap();
+            let close = if reuse { "" } else { "Connection: close\r\n" };
+            let req = format!(
+                "GET /1k HTTP/1.1\r\nHost: {HOST}:{}\r\n{close}\r\n",
+                target.port()
+            );
+            let mut buf = Vec::new();
+            let r = async {
+                s.write_all(req.as_bytes()).await?;
+                read_response(s, &mut buf).await
+            }
+            .await;
+            if r.is_err() || !reuse {
+                *slot = None;
+            }
+            r.map(|n| n as u64)
+        }
+    })
+    .await
+}
+
+/// RSS growth per idle tunnel, opening `n` tunnels (bounded time).
+async fn idle_tunnels(proxy: &Proxy, up: &Upstreams, n: usize) -> Option<f64> {
+    let pid = proxy.pid()?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = rss_kib(pid);
+    let mut held = Vec::with_capacity(n);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let p2 = Proxy {
+        name: proxy.name.clone(),
+        addr: proxy.addr,
+        child: None,
+        host: proxy.host.clone(),
+        _dir: None,
+    };
+    for chunk in 0..n.div_ceil(200) {
+        let mut set = Vec::new();
+        for _ in 0..200.min(n - chunk * 200) {
+            set.push(open(&p2, up.http));
+        }
+        for s in futures_join(set).await {
+            held.push(s.ok()?);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = rss_kib(pid);
+    drop(held);
+    Some((after.saturating_sub(before)) as f64 / n as f64)
+}
+
+async fn futures_join<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> {
+    let mut out = Vec::with_capacity(fs.len());
+    let handles: Vec<_> = fs.into_iter().map(Box::pin).collect();
+    for h in handles {
+        out.push(h.await);
+    }
+    out
+}
+
+// ------------------------------------------------------------------ report
+
+struct Table {
+    rows: Vec<(String, String, String, f64, String)>,
+}
+
+impl Table {
+    fn add(&mut self, scenario: &str, proxy: &str, metric: &str, value: f64, extra: String) {
+        self.rows
+            .push((scenario.into(), proxy.into(), metric.into(), value, extra));
+    }
+
+    fn print(&self) {
+        println!("| scenario | path | figure | value | × direct | × squid | notes |");
+        println!("|---|---|---|---|---|---|---|");
+        for (scenario, proxy, metric, value, extra) in &self.rows {
+            let find = |who: &str| {
+                self.rows
+                    .iter()
+                    .find(|r| r.0 == *scenario && r.1 == who && r.2 == *metric)
+                    .map(|r| r.3)
+            };
+            let ratio = |base: Option<f64>| match base {
+                Some(b) if b > 0.0 => format!("{:.2}", value / b),
+                _ => "–".into(),
+            };
+            println!(
+                "| {scenario} | {proxy} | {metric} | {value:.1} | {} | {} | {extra} |",
+                ratio(find("direct")),
+                ratio(find("squid"))
+            );
+        }
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn main() {
+    // Idle-tunnel counts need file descriptors; children inherit the limit.
+    let pid = std::process::id().to_string();
+    let _ = Command::new("prlimit")
+        .args(["--pid", &pid, "--nofile=65536:65536"])
+        .status();
+    let started = Instant::now();
+    println!("# sluice benchmark\n");
+    println!(
+        "machine: {} cores, load average at start {}",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        loadavg()
+    );
+    println!(
+        "measurement: {} s per figure; CPU from /proc/PID/stat (10 ms ticks)\n",
+        secs().as_secs()
+    );
+    let up = upstreams();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut table = Table { rows: Vec::new() };
+
+    let mut proxies = vec![direct(), sluice(&up, "sluice", "none", "enforce")];
+    proxies.extend(squid());
+    proxies.extend(tinyproxy());
+    let names: Vec<String> = proxies.iter().map(|p| p.name.clone()).collect();
+    println!("paths: {}\n", names.join(", "));
+
+    rt.block_on(async {
+        for p in &proxies {
+            let mut r = keepalive_http(p, &up, "/1k", 32, false).await;
+            let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
+            let (p50, p99) = (r.pct(0.5), r.pct(0.99));
+            table.add(
+                "keep-alive HTTP 1 KiB ×32",
+                &p.name,
+                "req/s",
+                r.rate(),
+                format!(
+                    "p50 {p50:.2} ms, p99 {p99:.2} ms, {} CPU µs/req, {} errors",
+                    if p.pid().is_some() {
+                        format!("{cpu_us:.0}")
+                    } else {
+                        "–".into()
+                    },
+                    r.errors
+                ),
+            );
+        }
+        for p in &proxies {
+            let r = keepalive_http(p, &up, "/1m", 4, true).await;
+            let mib = r.bytes as f64 / 1048576.0;
+            let cpu_us = r.cpu.as_micros() as f64 / mib.max(1.0);
+            table.add(
+                "CONNECT 1 MiB ×4",
+                &p.name,
+                "MB/s",
+                r.mbps(),
+                format!(
+                    "{} CPU µs/MiB, {} errors",
+                    if p.pid().is_some() {
+                        format!("{cpu_us:.0}")
+                    } else {
+                        "–".into()
+                    },
+                    r.errors
+                ),
+            );
+        }
+        for p in &proxies {
+            let r = churn(p, &up, 8).await;
+            let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
+            table.add(
+                "churn (connect+CONNECT+1 KiB+close) ×8",
+                &p.name,
+                "ops/s",
+                r.rate(),
+                format!(
+                    "{} CPU µs/op, {} errors",
+                    if p.pid().is_some() {
+                        format!("{cpu_us:.0}")
+                    } else {
+                        "–".into()
+                    },
+                    r.errors
+                ),
+            );
+        }
+        for p in &proxies {
+            let r = https(p, &up, vec![up.cert.clone()], 32, true).await;
+            table.add(
+                "TLS via passthrough CONNECT ×32",
+                &p.name,
+                "req/s",
+                r.rate(),
+                format!("{} errors", r.errors),
+            );
+        }
+    });
+
+    // Intercepted HTTPS: sluice terminates and re-originates TLS.
+    {
+        let icpt = sluice(&up, "sluice (intercept)", "all", "enforce");
+        let ca_path = icpt._dir.as_ref().unwrap().path().join("state/ca.pem");
+        let ca = {
+            use rustls::pki_types::pem::PemObject;
+            CertificateDer::from_pem_file(&ca_path).unwrap()
+        };
+        let d = direct();
+        rt.block_on(async {
+            let r = https(&d, &up, vec![up.cert.clone()], 32, true).await;
+            table.add(
+                "HTTPS keep-alive ×32",
+                "direct",
+                "req/s",
+                r.rate(),
+                format!("{} errors", r.errors),
+            );
+            let r = https(&icpt, &up, vec![ca.clone()], 32, true).await;
+            let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
+            table.add(
+                "HTTPS keep-alive ×32",
+                "sluice (intercept)",
+                "req/s",
+                r.rate(),
+                format!("{cpu_us:.0} CPU µs/req, {} errors", r.errors),
+            );
+            let r = https(&d, &up, vec![up.cert.clone()], 8, false).await;
+            table.add(
+                "HTTPS new connection per request ×8",
+                "direct",
+                "req/s",
+                r.rate(),
+                format!("{} errors", r.errors),
+            );
+            let r = https(&icpt, &up, vec![ca.clone()], 8, false).await;
+            let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
+            table.add(
+                "HTTPS new connection per request ×8",
+                "sluice (intercept)",
+                "req/s",
+                r.rate(),
+                format!("{cpu_us:.0} CPU µs/req (cached leaf), {} errors", r.errors),
+            );
+        });
+    }
+
+    // Taint on the 1 MiB download path (plain HTTP, scanned).
+    {
+        let off = sluice(&up, "sluice taint off", "none", "off");
+        rt.block_on(async {
+            let r = keepalive_http(&off, &up, "/1m", 4, false).await;
+            table.add(
+                "1 MiB download ×4, taint",
+                "sluice taint off",
+                "MB/s",
+                r.mbps(),
+                format!("{} errors", r.errors),
+            );
+            let r = keepalive_http(&proxies[1], &up, "/1m", 4, false).await;
+            table.add(
+                "1 MiB download ×4, taint",
+                "sluice taint enforce",
+                "MB/s",
+                r.mbps(),
+                format!("{} errors", r.errors),
+            );
+        });
+    }
+
+    // Idle tunnels.
+    for n in [2000usize, 10000] {
+        for p in proxies.iter().skip(1) {
+            let r = rt.block_on(idle_tunnels(p, &up, n));
+            match r {
+                Some(kib) => table.add(
+                    &format!("idle tunnels ×{n}"),
+                    &p.name,
+                    "KiB RSS per tunnel",
+                    kib,
+                    String::new(),
+                ),
+                None => table.add(
+                    &format!("idle tunnels ×{n}"),
+                    &p.name,
+                    "KiB RSS per tunnel",
+                    f64::NAN,
+                    "could not open them all".into(),
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    table.print();
+    println!(
+        "\nload average at end {}; total {:.0} s",
+        loadavg(),
+        started.elapsed().as_secs_f64()
+    );
+}
