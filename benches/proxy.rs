@@ -540,12 +540,13 @@ async fn keepalive_http(
         async move {
             let mut slot = conns[w].lock().await;
             if slot.is_none() {
-                *slot = Some(if tunnel || proxy_addr.is_none() {
-                    open(&p2, target).await?
-                } else {
-                    let s = TcpStream::connect(proxy_addr.unwrap()).await?;
-                    s.set_nodelay(true)?;
-                    s
+                *slot = Some(match proxy_addr {
+                    Some(addr) if !tunnel => {
+                        let s = TcpStream::connect(addr).await?;
+                        s.set_nodelay(true)?;
+                        s
+                    }
+                    _ => open(&p2, target).await?,
                 });
             }
             let s = slot.as_mut().unwrap();
