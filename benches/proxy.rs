@@ -108,6 +108,8 @@ fn upstreams() -> Upstreams {
             let svc = svc.clone();
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(5))
                     .serve_connection(TokioIo::new(s), hyper::service::service_fn(svc))
                     .await;
             });
@@ -476,9 +478,14 @@ where
         let (job, ops, bytes, errors) = (job.clone(), ops.clone(), bytes.clone(), errors.clone());
         handles.push(tokio::spawn(async move {
             let mut lat = Vec::new();
-            while Instant::now() < stop {
+            // Bounded in time and in count.
+            while Instant::now() < stop && ops.load(Ordering::Relaxed) < 200_000 {
                 let t = Instant::now();
-                match job(w).await {
+                let r = match tokio::time::timeout(Duration::from_secs(10), job(w)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+                };
+                match r {
                     Ok(b) => {
                         ops.fetch_add(1, Ordering::Relaxed);
                         bytes.fetch_add(b, Ordering::Relaxed);
@@ -601,6 +608,7 @@ async fn churn(proxy: &Proxy, up: &Upstreams, workers: usize) -> Run {
             s.write_all(req.as_bytes()).await?;
             let mut buf = Vec::new();
             let n = read_response(&mut s, &mut buf).await?;
+            let _ = s.shutdown().await;
             Ok(n as u64)
         }
     })
@@ -793,6 +801,7 @@ fn main() {
 
     rt.block_on(async {
         for p in &proxies {
+            eprintln!("keep-alive HTTP: {}", p.name);
             let mut r = keepalive_http(p, &up, "/1k", 32, false).await;
             let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
             let (p50, p99) = (r.pct(0.5), r.pct(0.99));
@@ -813,6 +822,7 @@ fn main() {
             );
         }
         for p in &proxies {
+            eprintln!("CONNECT: {}", p.name);
             let r = keepalive_http(p, &up, "/1m", 4, true).await;
             let mib = r.bytes as f64 / 1048576.0;
             let cpu_us = r.cpu.as_micros() as f64 / mib.max(1.0);
@@ -833,6 +843,7 @@ fn main() {
             );
         }
         for p in &proxies {
+            eprintln!("churn: {}", p.name);
             let r = churn(p, &up, 8).await;
             let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
             table.add(
@@ -934,7 +945,9 @@ fn main() {
     }
 
     // Idle tunnels.
-    for n in [2000usize, 10000] {
+    // 10,000 tunnels need 20,000 descriptors in this process (client and
+    // upstream ends) and the hard limit here is 20,000: 8,000 fits.
+    for n in [2000usize, 8000] {
         for p in proxies.iter().skip(1) {
             let r = rt.block_on(idle_tunnels(p, &up, n));
             match r {
