@@ -391,6 +391,7 @@ pub async fn exchange(
     let timeout = snap.limits.connect_timeout;
     let pool = ctx.task.pool.clone();
     let sent_at = Instant::now();
+    let first_byte = snap.limits.first_byte_timeout;
     let sent = send(
         &ctx.shared,
         &ctx.task.id,
@@ -401,8 +402,17 @@ pub async fn exchange(
         (&path_and_query, &authority),
         timeout,
         upgrade,
-    )
-    .await;
+    );
+    let sent = match tokio::time::timeout(first_byte, sent).await {
+        Ok(r) => r,
+        Err(_) => Err(DialError {
+            rule: Rule::UpstreamTimeout,
+            message: format!(
+                "the upstream for {target} sent no response within {}s",
+                first_byte.as_secs()
+            ),
+        }),
+    };
     let (resp, sender, addr) = match sent {
         Ok(x) => x,
         Err(e) => return ctx.refuse(&ex, Refusal::new(e.rule, e.message)),

@@ -134,6 +134,9 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Upstream connect timeout (`upstream-timeout`, 504).
     pub connect_timeout: Duration,
+    /// Time an upstream has to answer a forwarded request with a response
+    /// head (`upstream-timeout`, 504).
+    pub first_byte_timeout: Duration,
     /// A tunnel with no bytes either way for this long is closed.
     pub tunnel_idle_timeout: Duration,
     /// Grace period for open connections on shutdown.
@@ -147,6 +150,7 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(30),
             max_header_bytes: 64 * 1024,
             connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(60),
             tunnel_idle_timeout: Duration::from_secs(600),
             drain: Duration::from_secs(10),
         }
@@ -429,6 +433,11 @@ impl Validator<'_> {
                     &l.connect_timeout_secs,
                     "limits.connect_timeout_secs",
                     defaults.connect_timeout.as_secs(),
+                )),
+                first_byte_timeout: Duration::from_secs(self.positive(
+                    &l.first_byte_timeout_secs,
+                    "limits.first_byte_timeout_secs",
+                    defaults.first_byte_timeout.as_secs(),
                 )),
                 tunnel_idle_timeout: Duration::from_secs(self.positive(
                     &l.tunnel_idle_timeout_secs,

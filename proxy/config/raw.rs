@@ -60,6 +60,7 @@ pub struct RawLimits {
     pub header_timeout_secs: Option<S<i64>>,
     pub max_header_bytes: Option<S<i64>>,
     pub connect_timeout_secs: Option<S<i64>>,
+    pub first_byte_timeout_secs: Option<S<i64>>,
     pub tunnel_idle_timeout_secs: Option<S<i64>>,
     pub drain_secs: Option<S<i64>>,
 }

@@ -6,6 +6,7 @@
 mod check;
 mod connect;
 mod denials;
+mod faults;
 mod forward;
 mod limits;
 mod netns;

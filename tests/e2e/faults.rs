@@ -1,0 +1,312 @@
+//! Broken peers: upstreams that never answer or reset mid-stream, DNS
+//! servers that time out or answer garbage. Each gets a precise answer,
+//! and sluice keeps serving everyone else.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, UdpSocket};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+/// A raw TCP upstream on 127.0.0.1 whose behaviour per connection is `f`.
+fn raw_upstream(f: impl Fn(std::net::TcpStream) + Send + Sync + 'static) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let f = std::sync::Arc::new(f);
+    thread::spawn(move || {
+        for s in l.incoming().take(50).flatten() {
+            let f = f.clone();
+            thread::spawn(move || f(s));
+        }
+    });
+    port
+}
+
+fn read_head(s: &mut std::net::TcpStream) -> Vec<u8> {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+    got
+}
+
+#[test]
+fn silent_upstream_gets_504_and_others_are_unaffected() {
+    let silent = raw_upstream(|mut s| {
+        let _ = read_head(&mut s);
+        thread::sleep(Duration::from_secs(8));
+    });
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let s = Sluice::start(&config(
+        &dns,
+        &[
+            format!("pkgs.example.com:{silent}"),
+            format!("other.example.com:{}", up.port()),
+        ],
+        "",
+        "[limits]\nfirst_byte_timeout_secs = 1\n",
+    ));
+    let proxy = s.proxy(0);
+    let slow = {
+        let proxy = proxy.clone();
+        thread::spawn(move || {
+            let started = Instant::now();
+            let a = answer(&curl(&[
+                "-i",
+                "-x",
+                &proxy,
+                &format!("http://pkgs.example.com:{silent}/"),
+            ]));
+            (a, started.elapsed())
+        })
+    };
+    // Meanwhile another client is served at once.
+    thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let a = answer(&curl(&[
+        "-i",
+        "-x",
+        &proxy,
+        &format!("http://other.example.com:{}/", up.port()),
+    ]));
+    assert_eq!(a.status, 200);
+    assert!(started.elapsed() < Duration::from_millis(800));
+    let (a, took) = slow.join().unwrap();
+    assert_refused(&a, 504, "upstream-timeout");
+    assert!(String::from_utf8_lossy(&a.body).contains("no response within 1s"));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn upstream_reset_mid_response_and_mid_upload() {
+    // Announces 100000 bytes, sends 10, then resets.
+    let mid_response = raw_upstream(|mut s| {
+        let _ = read_head(&mut s);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n0123456789");
+        let _ = s.flush();
+        thread::sleep(Duration::from_millis(100));
+        let _ = socket_reset(s);
+    });
+    // Reads the head and a little of the body, then resets.
+    let mid_upload = raw_upstream(|mut s| {
+        let _ = read_head(&mut s);
+        let mut b = [0u8; 1000];
+        let _ = s.read(&mut b);
+        let _ = socket_reset(s);
+    });
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let s = Sluice::start(&config(
+        &dns,
+        &[
+            format!("pkgs.example.com:{mid_response}"),
+            format!("paste.example.com:{mid_upload}"),
+            format!("other.example.com:{}", up.port()),
+        ],
+        "",
+        "",
+    ));
+    let proxy = s.proxy(0);
+    let out = curl(&[
+        "-x",
+        &proxy,
+        "-o",
+        "/dev/null",
+        &format!("http://pkgs.example.com:{mid_response}/"),
+    ]);
+    assert!(
+        !out.status.success(),
+        "the client sees a broken transfer, not a complete one"
+    );
+    let big = s.dir.path().join("big.bin");
+    std::fs::write(&big, pattern(4 << 20)).unwrap();
+    let out = curl(&[
+        "-x",
+        &proxy,
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--data-binary",
+        &format!("@{}", big.display()),
+        &format!("http://paste.example.com:{mid_upload}/"),
+    ]);
+    let code = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        code == "502" || !out.status.success(),
+        "mid-upload reset: {code}"
+    );
+    // sluice keeps serving, and logged both exchanges.
+    let a = answer(&curl(&[
+        "-i",
+        "-x",
+        &proxy,
+        &format!("http://other.example.com:{}/", up.port()),
+    ]));
+    assert_eq!(a.status, 200);
+    let row = last_row_for(&s, "t", "pkgs.example.com");
+    assert_eq!(row["bytes_down"], 10);
+    last_row_for(&s, "t", "paste.example.com");
+}
+
+/// Closes with RST instead of FIN.
+fn socket_reset(s: std::net::TcpStream) -> std::io::Result<()> {
+    // SO_LINGER 0 is not in std; shutting down both ways with unread data
+    // pending makes the kernel send RST.
+    s.set_nonblocking(true)?;
+    let mut junk = [0u8; 65536];
+    let mut s = s;
+    let _ = s.read(&mut junk);
+    drop(s);
+    Ok(())
+}
+
+#[test]
+fn dns_that_times_out_or_answers_garbage_is_dns_failed() {
+    // A resolver that never answers.
+    let mute = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mute_addr = mute.local_addr().unwrap();
+    // A resolver that answers garbage.
+    let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let junk_addr = junk.local_addr().unwrap();
+    thread::spawn(move || {
+        let mut b = [0u8; 1500];
+        for _ in 0..100 {
+            let Ok((n, peer)) = junk.recv_from(&mut b) else {
+                return;
+            };
+            let mut out = b[..n.min(2)].to_vec();
+            out.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef, 0xff]);
+            let _ = junk.send_to(&out, peer);
+        }
+    });
+    let up = Upstream::start();
+    for (what, ns) in [("timeout", mute_addr), ("garbage", junk_addr)] {
+        let cfg = format!(
+            "state_dir = \"state\"\n[resolver]\nnameservers = [\"{ns}\"]\n[[task]]\nid = \"t\"\nlisten = [\"tcp:127.0.0.1:0\"]\nallow = [\"unresolvable.example.com:{}\"]\n",
+            up.port()
+        );
+        let s = Sluice::start(&cfg);
+        let started = Instant::now();
+        let a = answer(&curl(&[
+            "-i",
+            "-x",
+            &s.proxy(0),
+            &format!("http://unresolvable.example.com:{}/", up.port()),
+        ]));
+        assert_refused_task(&a, 502, "dns-failed", what);
+        assert!(
+            started.elapsed() < Duration::from_secs(12),
+            "{what}: {:?}",
+            started.elapsed()
+        );
+    }
+    drop(mute);
+    assert_eq!(up.conns(), 0);
+}
+
+fn assert_refused_task(a: &Answer, status: u16, rule: &str, what: &str) {
+    assert_eq!(
+        a.status,
+        status,
+        "{what}: {}",
+        String::from_utf8_lossy(&a.body)
+    );
+    assert_eq!(
+        a.headers.get("sluice-rule").map(String::as_str),
+        Some(rule),
+        "{what}"
+    );
+}
+
+/// A tmpfs mounted for one test, unmounted however the test ends.
+struct Tmpfs(std::path::PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn full_disk_keeps_policy_enforced_and_reports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&state)
+        .output();
+    match mounted {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "skipped: cannot mount a tmpfs here ({})",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: no mount command ({e})");
+            return;
+        }
+    }
+    let _guard = Tmpfs(state.clone());
+    // Fill it.
+    let _ = std::fs::write(state.join("filler"), vec![0u8; 64 * 1024]);
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let cfg = config(
+        &dns,
+        &[format!("pkgs.example.com:{}", up.port())],
+        "intercept = \"none\"\n",
+        "[admin]\nlisten = \"tcp:127.0.0.1:0\"\n",
+    );
+    let path = dir.path().join("sluice.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let s = Sluice::start_in(dir, path);
+    let proxy = s.proxy(0);
+    for _ in 0..50 {
+        let a = answer(&curl(&[
+            "-i",
+            "-x",
+            &proxy,
+            &format!("http://pkgs.example.com:{}/", up.port()),
+        ]));
+        assert_eq!(a.status, 200);
+        let a = answer(&curl(&[
+            "-i",
+            "-x",
+            &proxy,
+            &format!("http://other.example.com:{}/", up.port()),
+        ]));
+        assert_refused(&a, 403, "not-allowed");
+    }
+    assert_eq!(up.requests().len(), 50, "refusals stayed refusals");
+    s.wait_line(|l| l.contains("log write failed"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, m) = s.admin_call("GET", "/metrics");
+        let errors: u64 = m
+            .lines()
+            .find(|l| l.starts_with("sluice_log_write_errors_total"))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0);
+        if errors > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "write errors are counted: {m}");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
