@@ -263,3 +263,45 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn public_v4_is_global_unicast(n in any::<u32>()) {
+            let ip = Ipv4Addr::from(n);
+            if classify_v4(ip).is_ok() {
+                prop_assert!(!ip.is_private() && !ip.is_loopback() && !ip.is_link_local()
+                    && !ip.is_multicast() && !ip.is_broadcast() && !ip.is_unspecified()
+                    && !ip.is_documentation(), "{}", ip);
+                prop_assert!(!(ip.octets()[0] == 100 && (ip.octets()[1] & 0xc0) == 64), "CGNAT {}", ip);
+                prop_assert!(ip.octets()[0] < 224, "class D/E {}", ip);
+            }
+        }
+
+        #[test]
+        fn public_v6_is_global_unicast(segs in any::<[u16; 8]>()) {
+            let ip = Ipv6Addr::from(segs);
+            if classify_v6(ip).is_ok() {
+                prop_assert_eq!(segs[0] & 0xe000, 0x2000, "outside 2000::/3: {}", ip);
+                prop_assert!(!ip.is_multicast() && !ip.is_loopback() && !ip.is_unspecified());
+            }
+        }
+
+        #[test]
+        fn embedded_v4_is_judged_like_v4(n in any::<u32>()) {
+            let v4 = Ipv4Addr::from(n);
+            let public = classify_v4(v4).is_ok();
+            let mapped = v4.to_ipv6_mapped();
+            prop_assert_eq!(classify_v6(mapped).is_ok(), public, "mapped {}", mapped);
+            let o = v4.octets();
+            let nat64 = Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, u16::from_be_bytes([o[0], o[1]]), u16::from_be_bytes([o[2], o[3]]));
+            prop_assert_eq!(classify_v6(nat64).is_ok(), public, "nat64 {}", nat64);
+            let six2four = Ipv6Addr::new(0x2002, u16::from_be_bytes([o[0], o[1]]), u16::from_be_bytes([o[2], o[3]]), 0, 0, 0, 0, 1);
+            prop_assert_eq!(classify_v6(six2four).is_ok(), public, "6to4 {}", six2four);
+        }
+    }
+}

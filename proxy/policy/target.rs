@@ -405,3 +405,64 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn host_like() -> impl Strategy<Value = String> {
+        // Labels from a small alphabet (with case, digits, hyphens), one to
+        // four of them, maybe a trailing dot, maybe numeric.
+        (
+            prop::collection::vec("[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]?", 1..5),
+            any::<bool>(),
+        )
+            .prop_map(|(labels, dot)| {
+                let mut s = labels.join(".");
+                if dot {
+                    s.push('.');
+                }
+                s
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn normalisation_is_idempotent(raw in host_like()) {
+            if let Ok(Host::Name(n)) = normalize_host(&raw) {
+                prop_assert_eq!(normalize_host(&n), Ok(Host::Name(n.clone())));
+            }
+        }
+
+        #[test]
+        fn equal_normal_forms_iff_equal_hosts(a in host_like(), b in host_like()) {
+            // Two spellings name the same host exactly when their normal
+            // forms are equal: no suffix or case games.
+            if let (Ok(x), Ok(y)) = (normalize_host(&a), normalize_host(&b)) {
+                // host_like adds at most one trailing dot.
+                let same = a.trim_end_matches('.').eq_ignore_ascii_case(b.trim_end_matches('.'));
+                if same {
+                    prop_assert_eq!(x, y);
+                } else if let (Host::Name(x), Host::Name(y)) = (&x, &y) {
+                    prop_assert_ne!(x, y);
+                }
+            }
+        }
+
+        #[test]
+        fn any_ipv4_spelling_round_trips(n in any::<u32>()) {
+            let ip = std::net::Ipv4Addr::from(n);
+            for s in [ip.to_string(), n.to_string(), format!("0x{n:x}"), format!("0{n:o}")] {
+                prop_assert_eq!(normalize_host(&s), Ok(Host::Ip(IpAddr::V4(ip))), "{}", s);
+            }
+        }
+
+        #[test]
+        fn arbitrary_input_never_panics(s in "\\PC{0,40}") {
+            let _ = normalize_host(&s);
+            let _ = parse_authority(&s, None);
+            let _ = parse_authority(&s, Some(443));
+        }
+    }
+}

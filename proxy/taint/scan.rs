@@ -683,3 +683,51 @@ mod tests {
         let _ = scan_all(&junk);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn corpus() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just("https://paste.example.com/x ".to_string()),
+            Just("//cdn.example.net/a.js".to_string()),
+            Just(r"https:\/\/json.example.org\/p".to_string()),
+            Just("https%3A%2F%2Fpct.example.com%2F".to_string()),
+            Just(" bare.example.io ".to_string()),
+            Just("v1.2.3 index.html ".to_string()),
+            "[a-z ./:%\\\\]{0,12}",
+        ];
+        prop::collection::vec(piece, 1..12).prop_map(|v| v.concat().into_bytes())
+    }
+
+    proptest! {
+        #[test]
+        fn same_hosts_however_the_body_is_split(body in corpus(), cuts in prop::collection::vec(any::<usize>(), 0..6)) {
+            let whole = scan_all(&body);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (body.len() + 1)).collect();
+            cuts.sort();
+            let mut s = Scanner::new();
+            let mut found = Vec::new();
+            let mut last = 0;
+            for c in cuts.into_iter().chain([body.len()]) {
+                s.feed(&body[last..c], &mut |h| found.push(h));
+                last = c;
+            }
+            s.finish(&mut |h| found.push(h));
+            for h in &whole {
+                prop_assert!(found.contains(h), "missing {} in {:?}", h, found);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(body in prop::collection::vec(any::<u8>(), 0..2000), split in any::<usize>()) {
+            let mut s = Scanner::new();
+            let cut = split % (body.len() + 1);
+            s.feed(&body[..cut], &mut |_| {});
+            s.feed(&body[cut..], &mut |_| {});
+            s.finish(&mut |_| {});
+        }
+    }
+}
