@@ -218,36 +218,29 @@ fn report(state: &StateArgs, task: Option<&str>, json: bool, allow_list: bool) -
 
 fn ca(action: CaAction) -> ExitCode {
     use crate::intercept::ca;
-    let (state, result) = match &action {
-        CaAction::Init { state, force } => match state.dir() {
-            Ok(dir) => {
-                let r = ca::init(&dir, *force).map(|_| {
-                    format!(
-                        "created {} and {} (0600)\ntrust it inside the task: curl --cacert, SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, PIP_CERT or git -c http.sslCAInfo={}\n",
-                        ca::cert_path(&dir).display(),
-                        ca::key_path(&dir).display(),
-                        ca::cert_path(&dir).display()
-                    )
-                });
-                (dir, r)
-            }
-            Err(e) => {
-                eprintln!("sluice: {e}");
-                return ExitCode::from(1);
-            }
-        },
-        CaAction::Show { state } => match state.dir() {
-            Ok(dir) => {
-                let r = ca::show(&dir);
-                (dir, r)
-            }
-            Err(e) => {
-                eprintln!("sluice: {e}");
-                return ExitCode::from(1);
-            }
-        },
+    let (state, init) = match &action {
+        CaAction::Init { state, force } => (state, Some(*force)),
+        CaAction::Show { state } => (state, None),
     };
-    let _ = state; // the folder is named in each message already
+    let dir = match state.dir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = match init {
+        Some(force) => ca::init(&dir, force).map(|_| {
+            let pem = ca::cert_path(&dir);
+            format!(
+                "created {} and {} (0600)\ntrust it inside the task: curl --cacert, SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, PIP_CERT or git -c http.sslCAInfo={}\n",
+                pem.display(),
+                ca::key_path(&dir).display(),
+                pem.display()
+            )
+        }),
+        None => ca::show(&dir),
+    };
     match result {
         Ok(text) => {
             print!("{text}");
