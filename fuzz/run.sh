@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-60}
 export RUSTC_BOOTSTRAP=1
-for t in target_parse classify taint_scan config_load; do
+for t in target_parse classify taint_scan config_load client_hello; do
   echo "== $t ($secs s)"
   mkdir -p "corpus/$t"
   cargo fuzz run -s none "$t" "corpus/$t" "seeds/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 2>&1 | grep -E "DONE|Done|ERROR|panicked|SUMMARY" || true

@@ -183,7 +183,7 @@ enum FirstBytes {
 /// TLS ClientHello, or the first bytes of anything else.
 async fn peek<S: AsyncRead + Unpin>(io: &mut S, timeout: Duration) -> (Vec<u8>, FirstBytes) {
     let mut seen = Vec::with_capacity(1024);
-    let mut acceptor = rustls::server::Acceptor::default();
+    let mut hello = ClientHelloReader::default();
     let deadline = tokio::time::Instant::now() + timeout;
     let mut buf = [0u8; 4096];
     loop {
@@ -199,21 +199,65 @@ async fn peek<S: AsyncRead + Unpin>(io: &mut S, timeout: Duration) -> (Vec<u8>, 
             }
         };
         seen.extend_from_slice(&buf[..n]);
-        if seen[0] != 0x16 {
-            return (seen, FirstBytes::Other);
+        match hello.push(&buf[..n]) {
+            Peeked::NeedMore => continue,
+            Peeked::NotTls => return (seen, FirstBytes::Other),
+            Peeked::Tls { sni } => return (seen, FirstBytes::Tls { sni }),
         }
-        let _ = acceptor.read_tls(&mut &buf[..n]);
-        match acceptor.accept() {
-            Ok(Some(accepted)) => {
-                let sni = accepted
-                    .client_hello()
-                    .server_name()
-                    .map(|s| s.to_ascii_lowercase());
-                return (seen, FirstBytes::Tls { sni });
+    }
+}
+
+/// What the start of a tunnel is, so far.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Peeked {
+    NeedMore,
+    /// Not a TLS ClientHello sluice can read (relayed as opaque bytes).
+    NotTls,
+    /// A ClientHello; its SNI, lower-cased.
+    Tls {
+        sni: Option<String>,
+    },
+}
+
+/// Reads a TLS ClientHello from bytes pushed as they arrive (rustls parses
+/// it); bounded to 64 KiB. Pure: no I/O.
+#[derive(Default)]
+pub struct ClientHelloReader {
+    acceptor: rustls::server::Acceptor,
+    first: Option<u8>,
+    len: usize,
+}
+
+impl ClientHelloReader {
+    pub fn push(&mut self, mut bytes: &[u8]) -> Peeked {
+        if bytes.is_empty() {
+            return Peeked::NeedMore;
+        }
+        if *self.first.get_or_insert(bytes[0]) != 0x16 {
+            return Peeked::NotTls;
+        }
+        self.len += bytes.len();
+        while !bytes.is_empty() {
+            match self.acceptor.read_tls(&mut bytes) {
+                Ok(0) | Err(_) => return Peeked::NotTls,
+                Ok(_) => {}
             }
-            Ok(None) if seen.len() < 64 * 1024 => continue,
-            // Not a ClientHello sluice can read: treat as opaque bytes.
-            Ok(None) | Err(_) => return (seen, FirstBytes::Other),
+            match self.acceptor.accept() {
+                Ok(Some(accepted)) => {
+                    let sni = accepted
+                        .client_hello()
+                        .server_name()
+                        .map(|s| s.to_ascii_lowercase());
+                    return Peeked::Tls { sni };
+                }
+                Ok(None) => {}
+                Err(_) => return Peeked::NotTls,
+            }
+        }
+        if self.len < 64 * 1024 {
+            Peeked::NeedMore
+        } else {
+            Peeked::NotTls
         }
     }
 }
@@ -535,4 +579,46 @@ async fn inner_request(
         spare: Some(spare),
     };
     forward::exchange(ctx, &snap, &task, target, &hh, origin, req, ex).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real ClientHello (Python's ssl, SNI pkgs.example.com).
+    const HELLO: &[u8] = include_bytes!("testdata_client_hello.bin");
+
+    #[test]
+    fn client_hello_sni_in_any_pieces() {
+        for cut in [1, 5, 100, HELLO.len() - 1] {
+            let mut r = ClientHelloReader::default();
+            let first = r.push(&HELLO[..cut]);
+            assert_eq!(first, Peeked::NeedMore, "cut {cut}");
+            assert_eq!(
+                r.push(&HELLO[cut..]),
+                Peeked::Tls {
+                    sni: Some("pkgs.example.com".into())
+                },
+                "cut {cut}"
+            );
+        }
+        let mut r = ClientHelloReader::default();
+        assert_eq!(r.push(b"GET / HTTP/1.1\r\n"), Peeked::NotTls);
+        let mut r = ClientHelloReader::default();
+        assert_eq!(
+            r.push(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5]),
+            Peeked::NotTls
+        );
+    }
+
+    #[test]
+    fn sni_must_name_the_connect_host() {
+        let t = crate::policy::target::parse_authority("pkgs.example.com:443", None).unwrap();
+        assert!(sni_matches(&Some("PKGS.example.com.".into()), &t));
+        assert!(!sni_matches(&Some("other.example.com".into()), &t));
+        assert!(!sni_matches(&None, &t));
+        let ip = crate::policy::target::parse_authority("10.0.0.7:443", None).unwrap();
+        assert!(sni_matches(&None, &ip));
+        assert!(!sni_matches(&Some("pkgs.example.com".into()), &ip));
+    }
 }

@@ -365,3 +365,39 @@ fn connect_to_tainted_host_without_interception_is_refused_up_front() {
     assert_refused(&parse_http(&ans).unwrap(), 403, "untrusted-target");
     assert_eq!(requests_to(&up, "paste.example.com"), 0);
 }
+
+#[test]
+fn a_flood_of_distinct_hosts_stays_bounded_and_fails_closed() {
+    // One page names 100,000 distinct hosts; the task keeps at most 1,000.
+    let flood: String = (0..100_000)
+        .map(|i| format!("https://h{i}.flood.example.com/ "))
+        .collect();
+    let flood = bytes::Bytes::from(flood);
+    let flood_len = flood.len();
+    let up = Upstream::start_with(Arc::new(move |req: &Seen| {
+        (req.uri == "/flood").then(|| Response::new(Full::new(flood.clone())))
+    }));
+    let (_dns, s) = start(&up, "[task.taint]\nmax_hosts = 1000\n");
+    let p = up.port();
+    let a = fetch(&s, &up, "/flood");
+    assert_eq!(a.status, 200);
+    assert_eq!(a.body.len(), flood_len, "relayed whole");
+    // Bounded: exactly max_hosts lines were persisted.
+    let rows = wait_rows(&s.state().join("tasks/t/taint.jsonl"), 1000);
+    assert_eq!(rows.len(), 1000);
+    s.wait_line(|l| l.contains("taint-overflow"));
+    // Fails closed: a body to any non-exempt host is refused, even one no
+    // page named; bodiless requests still pass.
+    let a = post(
+        &s,
+        &format!("http://other.example.com:{p}/"),
+        &["--data-binary", "x"],
+    );
+    assert_refused(&a, 403, "untrusted-target");
+    assert!(String::from_utf8_lossy(&a.body).contains("taint set is full"));
+    assert_eq!(
+        post(&s, &format!("http://other.example.com:{p}/"), &[]).status,
+        200
+    );
+    assert_eq!(requests_to(&up, "other.example.com"), 1);
+}
