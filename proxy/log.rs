@@ -136,6 +136,15 @@ impl AccessLog {
     }
 }
 
+fn ends_with_newline(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return true;
+    };
+    let mut last = [0u8; 1];
+    f.seek(SeekFrom::End(-1)).is_err() || (f.read_exact(&mut last).is_ok() && last[0] == b'\n')
+}
+
 /// An open log file and how big it is.
 struct OpenFile {
     out: std::io::BufWriter<std::fs::File>,
@@ -182,8 +191,13 @@ impl Writer {
                     .open(dir.join(file))
             });
             match opened {
-                Ok(f) => {
+                Ok(mut f) => {
                     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+                    // A crash can leave a torn last line: end it, so the
+                    // next line starts on its own.
+                    if size > 0 && !ends_with_newline(&dir.join(file)) {
+                        let _ = f.write_all(b"\n");
+                    }
                     let out = std::io::BufWriter::with_capacity(64 * 1024, f);
                     self.files.insert(key.clone(), OpenFile { out, size });
                 }
@@ -311,5 +325,23 @@ mod tests {
         .unwrap();
         assert_eq!(last["i"], 19);
         assert!(count("access.jsonl") + count("access.jsonl.1") + count("access.jsonl.2") <= 20);
+    }
+}
+
+#[cfg(test)]
+mod torn {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_torn_last_line_is_ended_before_appending() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("tasks/t");
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("access.jsonl"), "{\"ok\":1}\n{\"torn\":").unwrap();
+        let log = AccessLog::spawn(dir.path(), LogSettings::default(), Counter::default());
+        log.line("t".into(), "access.jsonl", &serde_json::json!({"ok": 2}));
+        log.flush().await;
+        let text = std::fs::read_to_string(t.join("access.jsonl")).unwrap();
+        assert_eq!(text, "{\"ok\":1}\n{\"torn\":\n{\"ok\":2}\n");
     }
 }
