@@ -229,3 +229,77 @@ fn kill_9_under_traffic_loses_at_most_the_last_second() {
         .unwrap();
     assert_eq!(report.status.code(), Some(0));
 }
+
+/// Heavy: `SLUICE_HEAVY=1 cargo test --test e2e ten_thousand -- --nocapture`.
+/// Holds 10,000 idle client connections open against sluice, then measures
+/// sluice's memory and the latency of normal requests beside them.
+#[test]
+fn ten_thousand_concurrent_connections() {
+    if std::env::var_os("SLUICE_HEAVY").is_none() {
+        eprintln!("skipped: heavy test; run with SLUICE_HEAVY=1");
+        return;
+    }
+    let n = 10_000;
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let s = Sluice::start(&config(
+        &dns,
+        &[format!("pkgs.example.com:{}", up.port())],
+        "",
+        "[limits]\nmax_connections_per_task = 20000\nheader_timeout_secs = 120\n",
+    ));
+    let pid = s.child_id();
+    let rss = || -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
+    };
+    let before = rss();
+    let started = Instant::now();
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut c = TcpStream::connect(s.proxy_addr()).expect("connect");
+        // A partial request head keeps each connection busy in sluice.
+        c.write_all(b"GET http://pkgs.example.com/ HTTP/1.1\r\n")
+            .unwrap();
+        held.push(c);
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "opening took too long"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let after = rss();
+    let url = format!("http://pkgs.example.com:{}/", up.port());
+    let mut lat = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        let out = curl(&[
+            "-x",
+            &s.proxy(0),
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &url,
+        ]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    eprintln!(
+        "10,000 connections: opened in {:?}; sluice RSS {} KiB -> {} KiB ({:.1} KiB per connection); curl request beside them p50 {:?}, max {:?}",
+        started.elapsed(),
+        before,
+        after,
+        (after - before) as f64 / n as f64,
+        lat[lat.len() / 2],
+        lat[lat.len() - 1]
+    );
+    assert!(lat[lat.len() / 2] < Duration::from_millis(500));
+    drop(held);
+}

@@ -334,6 +334,11 @@ impl Sluice {
         )
     }
 
+    /// The sluice process id.
+    pub fn child_id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends a signal (`"TERM"`, `"HUP"`, ...).
     pub fn signal(&self, sig: &str) {
         let _ = Command::new("kill")
