@@ -300,8 +300,14 @@ pub fn watch(shared: Arc<Shared>) -> Option<WatchGuard> {
     let watcher = {
         use notify::Watcher;
         let tx = tx.clone();
-        match notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
-            let _ = tx.send(());
+        match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            // Reading the file (ours included) raises access events: only
+            // changes count, or the check would wake itself forever.
+            if let Ok(e) = event {
+                if !matches!(e.kind, notify::EventKind::Access(_)) {
+                    let _ = tx.send(());
+                }
+            }
         }) {
             Ok(mut w) => {
                 for d in &dirs {
