@@ -75,7 +75,19 @@ pub async fn bind(addr: &ListenAddr) -> std::io::Result<Bound> {
 
 pub async fn bind_with_mode(addr: &ListenAddr, unix_mode: u32) -> std::io::Result<Bound> {
     match addr {
-        ListenAddr::Tcp(a) => Ok(Bound::Tcp(TcpListener::bind(a).await?)),
+        ListenAddr::Tcp(a) => {
+            // A deep accept queue: with the default 128, a burst of
+            // connects overflows it while the runtime is busy and the
+            // kernel drops SYNs (clients stall for a 1 s retransmit).
+            let socket = if a.is_ipv4() {
+                tokio::net::TcpSocket::new_v4()?
+            } else {
+                tokio::net::TcpSocket::new_v6()?
+            };
+            socket.set_reuseaddr(true)?;
+            socket.bind(*a)?;
+            Ok(Bound::Tcp(socket.listen(4096)?))
+        }
         ListenAddr::Unix(path) => {
             if let Ok(meta) = std::fs::symlink_metadata(path) {
                 use std::os::unix::fs::FileTypeExt;

@@ -303,8 +303,13 @@ pub fn watch(shared: Arc<Shared>) -> Option<WatchGuard> {
         match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             // Reading the file (ours included) raises access events: only
             // changes count, or the check would wake itself forever.
+            use notify::event::{AccessKind, AccessMode, EventKind};
             if let Ok(e) = event {
-                if !matches!(e.kind, notify::EventKind::Access(_)) {
+                let write_closed = matches!(
+                    e.kind,
+                    EventKind::Access(AccessKind::Close(AccessMode::Write))
+                );
+                if write_closed || !matches!(e.kind, EventKind::Access(_)) {
                     let _ = tx.send(());
                 }
             }

@@ -158,6 +158,9 @@ impl Shared {
 /// Binds every listener of `snapshot`, serves until SIGTERM/SIGINT, drains
 /// and flushes the logs.
 pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+    // Signal handlers first: a SIGHUP that arrives as soon as the
+    // listeners are up must reload, not kill (its default action).
+    let signals = Signals::install();
     std::fs::create_dir_all(&snapshot.state_dir)
         .with_context(|| format!("cannot create state_dir {}", snapshot.state_dir.display()))?;
     let resolver = Resolver::new(&snapshot.resolver).context("cannot set up the DNS resolver")?;
@@ -229,7 +232,7 @@ pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> anyhow::Re
     let admin_task = admin.map(|b| tokio::spawn(crate::admin::run(b, shared.clone())));
     let watcher = crate::reload::watch(shared.clone());
 
-    wait_for_signal(&shared).await;
+    signals.wait(&shared).await;
     tracing::info!(
         drain_secs = drain.as_secs(),
         "shutting down: no new connections, draining"
@@ -287,26 +290,42 @@ pub fn tls_for(snapshot: &Snapshot, current: Option<&Tls>) -> anyhow::Result<Tls
     Tls::new(snapshot, loaded)
 }
 
-async fn wait_for_signal(shared: &Arc<Shared>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (mut term, mut hup) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(t), Ok(h)) => (t, h),
-        _ => {
-            tracing::error!("cannot watch SIGTERM/SIGHUP; only Ctrl-C stops sluice");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// SIGTERM/SIGINT end sluice; SIGHUP reloads.
+struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let term = signal(SignalKind::terminate()).ok();
+        let hup = signal(SignalKind::hangup()).ok();
+        if term.is_none() || hup.is_none() {
+            tracing::error!("cannot watch SIGTERM/SIGHUP; Ctrl-C still stops sluice");
         }
-    };
-    loop {
-        tokio::select! {
-            _ = term.recv() => return,
-            _ = tokio::signal::ctrl_c() => return,
-            _ = hup.recv() => {
-                let _ = crate::reload::reload(shared, "SIGHUP").await;
+        Signals { term, hup }
+    }
+
+    async fn wait(mut self, shared: &Arc<Shared>) {
+        loop {
+            tokio::select! {
+                _ = recv(&mut self.term) => return,
+                _ = tokio::signal::ctrl_c() => return,
+                _ = recv(&mut self.hup) => {
+                    let _ = crate::reload::reload(shared, "SIGHUP").await;
+                }
             }
         }
+    }
+}
+
+/// The next signal, or never if the handler could not be installed.
+async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }
