@@ -53,6 +53,7 @@ struct Upstreams {
     https: SocketAddr,
     /// The certificate the HTTPS upstream presents (for HOST).
     cert: CertificateDer<'static>,
+    cert_pem: String,
     _rt: tokio::runtime::Runtime,
 }
 
@@ -136,6 +137,7 @@ fn upstreams() -> Upstreams {
         http: http_addr,
         https: https_addr,
         cert: cert.der().clone(),
+        cert_pem: cert.pem(),
         _rt: rt,
     }
 }
@@ -163,6 +165,17 @@ impl Drop for Proxy {
 }
 
 impl Proxy {
+    /// A copy for load tasks: same address and host, owns no process.
+    fn handle(&self) -> Proxy {
+        Proxy {
+            name: self.name.clone(),
+            addr: self.addr,
+            child: None,
+            host: self.host.clone(),
+            _dir: None,
+        }
+    }
+
     fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
     }
@@ -200,7 +213,7 @@ fn direct() -> Proxy {
 fn sluice(up: &Upstreams, name: &str, intercept: &str, taint: &str) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    std::fs::write(dir.path().join("up.pem"), pem(&up.cert)).unwrap();
+    std::fs::write(dir.path().join("up.pem"), &up.cert_pem).unwrap();
     let cfg = format!(
         "state_dir = \"state\"\n[resolver]\nnameservers = [\"127.0.0.1:9\"]\n[resolver.hosts]\n\"{HOST}\" = [\"127.0.0.1\"]\n\
          [upstream]\nextra_roots = [\"up.pem\"]\n[limits]\nmax_connections_per_task = 100000\n\
@@ -229,96 +242,68 @@ fn sluice(up: &Upstreams, name: &str, intercept: &str, taint: &str) -> Proxy {
     }
 }
 
-fn pem(cert: &CertificateDer<'_>) -> String {
-    use std::fmt::Write;
-    let b64 = base64_encode(cert.as_ref());
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        let _ = writeln!(out, "{}", std::str::from_utf8(chunk).unwrap());
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
-}
-
-fn base64_encode(data: &[u8]) -> String {
-    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+/// Starts a peer proxy from Debian's packages (if installed) with `conf`,
+/// written as `conf_name` in a fresh folder; `args` precede the config path.
+fn peer(
+    name: &str,
+    bins: &[&str],
+    args: &[&str],
+    conf_name: &str,
+    conf: impl Fn(u16, &std::path::Path) -> String,
+) -> Option<Proxy> {
+    let bin = bins.iter().find(|p| std::path::Path::new(p).exists())?;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = dir.path().join(conf_name);
+    std::fs::write(&path, conf(port, dir.path())).unwrap();
+    let child = Command::new(bin)
+        .args(args)
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let proxy = Proxy {
+        name: name.into(),
+        addr: Some(([127, 0, 0, 1], port).into()),
+        child: Some(child),
+        host: "127.0.0.1".into(),
+        _dir: Some(dir),
+    };
+    wait_port(port).then_some(proxy)
 }
 
 fn squid() -> Option<Proxy> {
-    let bin = ["/usr/sbin/squid", "/usr/bin/squid"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())?;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let d = dir.path().display();
     // Fair: no cache, no access log, CONNECT to any port, many fds.
-    let cfg = format!(
-        "http_port 127.0.0.1:{port}\nhttp_access allow all\ncache deny all\ncache_mem 0 MB\naccess_log none\ncache_log {d}/cache.log\n\
-         pid_filename {d}/squid.pid\nmax_filedescriptors 65536\nshutdown_lifetime 0 seconds\nvia off\nforwarded_for delete\n\
-         workers 1\ncoredump_dir {d}\n"
-    );
-    std::fs::write(dir.path().join("squid.conf"), cfg).unwrap();
-    let child = Command::new(bin)
-        .args(["-N", "-f"])
-        .arg(dir.path().join("squid.conf"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    if !wait_port(port) {
-        return None;
-    }
-    Some(Proxy {
-        name: "squid".into(),
-        addr: Some(([127, 0, 0, 1], port).into()),
-        child: Some(child),
-        host: "127.0.0.1".into(),
-        _dir: Some(dir),
-    })
+    peer(
+        "squid",
+        &["/usr/sbin/squid", "/usr/bin/squid"],
+        &["-N", "-f"],
+        "squid.conf",
+        |port, d| {
+            let d = d.display();
+            format!(
+            "http_port 127.0.0.1:{port}\nhttp_access allow all\ncache deny all\ncache_mem 0 MB\naccess_log none\ncache_log {d}/cache.log\n\
+             pid_filename {d}/squid.pid\nmax_filedescriptors 65536\nshutdown_lifetime 0 seconds\nvia off\nforwarded_for delete\n\
+             workers 1\ncoredump_dir {d}\n"
+        )
+        },
+    )
 }
 
 fn tinyproxy() -> Option<Proxy> {
-    let bin = ["/usr/bin/tinyproxy", "/usr/sbin/tinyproxy"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())?;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = format!(
-        "Port {port}\nListen 127.0.0.1\nTimeout 600\nMaxClients 20000\nLogLevel Critical\nPidFile \"{}/tp.pid\"\nDisableViaHeader Yes\n",
-        dir.path().display()
-    );
-    std::fs::write(dir.path().join("tinyproxy.conf"), cfg).unwrap();
-    let child = Command::new(bin)
-        .args(["-d", "-c"])
-        .arg(dir.path().join("tinyproxy.conf"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    if !wait_port(port) {
-        return None;
-    }
-    Some(Proxy {
-        name: "tinyproxy".into(),
-        addr: Some(([127, 0, 0, 1], port).into()),
-        child: Some(child),
-        host: "127.0.0.1".into(),
-        _dir: Some(dir),
-    })
+    peer(
+        "tinyproxy",
+        &["/usr/bin/tinyproxy", "/usr/sbin/tinyproxy"],
+        &["-d", "-c"],
+        "tinyproxy.conf",
+        |port, d| {
+            format!(
+            "Port {port}\nListen 127.0.0.1\nTimeout 600\nMaxClients 20000\nLogLevel Critical\nPidFile \"{}/tp.pid\"\nDisableViaHeader Yes\n",
+            d.display()
+        )
+        },
+    )
 }
 
 // --------------------------------------------------------- process metrics
@@ -534,13 +519,7 @@ async fn keepalive_http(
     let target = up.http;
     let host = proxy.host.clone();
     let proxy_addr = proxy.addr;
-    let p2 = Proxy {
-        name: proxy.name.clone(),
-        addr: proxy.addr,
-        child: None,
-        host: proxy.host.clone(),
-        _dir: None,
-    };
+    let p2 = proxy.handle();
     let p2 = Arc::new(p2);
     drive(proxy, workers, move |w| {
         let (conns, host, p2) = (conns.clone(), host.clone(), p2.clone());
@@ -589,13 +568,7 @@ async fn keepalive_http(
 
 async fn churn(proxy: &Proxy, up: &Upstreams, workers: usize) -> Run {
     let target = up.http;
-    let p2 = Arc::new(Proxy {
-        name: proxy.name.clone(),
-        addr: proxy.addr,
-        child: None,
-        host: proxy.host.clone(),
-        _dir: None,
-    });
+    let p2 = Arc::new(proxy.handle());
     drive(proxy, workers, move |_| {
         let p2 = p2.clone();
         async move {
@@ -640,13 +613,7 @@ async fn https(
 ) -> Run {
     let tls = tls_client(roots);
     let target = up.https;
-    let p2 = Arc::new(Proxy {
-        name: proxy.name.clone(),
-        addr: proxy.addr,
-        child: None,
-        host: proxy.host.clone(),
-        _dir: None,
-    });
+    let p2 = Arc::new(proxy.handle());
     type Tls = tokio_rustls::client::TlsStream<TcpStream>;
     let conns: Conns<Tls> = Arc::new(
         (0..workers)
@@ -690,13 +657,7 @@ async fn idle_tunnels(proxy: &Proxy, up: &Upstreams, n: usize) -> Option<f64> {
     let before = rss_kib(pid);
     let mut held = Vec::with_capacity(n);
     let deadline = Instant::now() + Duration::from_secs(60);
-    let p2 = Proxy {
-        name: proxy.name.clone(),
-        addr: proxy.addr,
-        child: None,
-        host: proxy.host.clone(),
-        _dir: None,
-    };
+    let p2 = proxy.handle();
     for chunk in 0..n.div_ceil(200) {
         let mut set = Vec::new();
         for _ in 0..200.min(n - chunk * 200) {

@@ -210,15 +210,7 @@ fn resize(rt: &TaskRuntime, max: usize) {
 
 /// sluice's own addresses: the admin API and every bound task listener.
 fn own_addrs(shared: &Shared) -> OwnAddrs {
-    let mut own = shared.own.load().as_ref().clone();
-    own.exact.clear();
-    own.any_ip_ports.clear();
-    for a in shared.admin_own.exact.iter() {
-        own.exact.insert(*a);
-    }
-    for p in shared.admin_own.any_ip_ports.iter() {
-        own.any_ip_ports.insert(*p);
-    }
+    let mut own = shared.admin_own.clone();
     for h in shared
         .listeners
         .lock()

@@ -342,14 +342,18 @@ pub async fn tunnel_session<C>(
         FirstBytes::Tls { .. } | FirstBytes::Other => {
             // Opaque: it cannot be shown to carry no body.
             ex.body = true;
-            if let Some(r) = opaque_refusal(&ctx, &task, &target) {
-                tracing::info!(task = %ctx.task.id, url = %ex.url, "tunnel closed: {}", r.reason);
-                ctx.record(&ex, Verdict::Deny, Some(&r), 403, (first.len() as u64, 0));
-                return;
-            }
-            let (verdict, refusal) = match (verdict, opaque_would_deny(&ctx, &task, &target)) {
-                ((Verdict::Allow, None), Some(w)) => (Verdict::WouldDeny, Some(w)),
-                (v, _) => v,
+            let tainted = taint_refusal(&ctx, &task, &target);
+            let (verdict, refusal) = match (tainted, task.taint.mode) {
+                (Some(r), TaintMode::Enforce) => {
+                    tracing::info!(task = %ctx.task.id, url = %ex.url, "tunnel closed: {}", r.reason);
+                    ctx.record(&ex, Verdict::Deny, Some(&r), 403, (first.len() as u64, 0));
+                    return;
+                }
+                // Shadow mode lets it through, logged as would_deny.
+                (Some(w), TaintMode::Shadow) if verdict == (Verdict::Allow, None) => {
+                    (Verdict::WouldDeny, Some(w))
+                }
+                _ => verdict,
             };
             relay_opaque(
                 &ctx,
@@ -376,22 +380,7 @@ pub async fn tunnel_session<C>(
     }
 }
 
-/// The taint refusal of an opaque tunnel, in enforce mode.
-fn opaque_refusal(ctx: &ConnCtx, task: &TaskConfig, target: &Target) -> Option<Refusal> {
-    match taint_refusal(ctx, task, target) {
-        Some(r) if task.taint.mode == TaintMode::Enforce => Some(r),
-        _ => None,
-    }
-}
-
-/// The taint refusal of an opaque tunnel that shadow mode lets through.
-fn opaque_would_deny(ctx: &ConnCtx, task: &TaskConfig, target: &Target) -> Option<Refusal> {
-    match taint_refusal(ctx, task, target) {
-        Some(r) if task.taint.mode == TaintMode::Shadow => Some(r),
-        _ => None,
-    }
-}
-
+/// Why a tunnel to `target` may not be opaque, if its host is tainted.
 fn taint_refusal(ctx: &ConnCtx, task: &TaskConfig, target: &Target) -> Option<Refusal> {
     let host = target.host.to_string();
     match ctx.task.taint.state(&host, &task.taint) {
