@@ -9,7 +9,8 @@
 //! connections), intercepted HTTPS (keep-alive and new connections), RSS per
 //! idle tunnel (2,000 and 10,000 tunnels), taint enforce vs off on a 1 MiB
 //! download. Every loop is bounded in time and count; only 127.0.0.1 is
-//! used. `BENCH_SECS` sets the seconds per measurement (default 3).
+//! used. `BENCH_SECS` sets the seconds per measurement (default 3);
+//! `BENCH_ONLY=connect,taint` runs only the named scenarios.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -727,6 +728,15 @@ fn loadavg() -> String {
         .to_string()
 }
 
+/// `BENCH_ONLY=connect,taint` runs just those scenarios (keepalive,
+/// connect, churn, passthrough, intercept, taint, idle); unset runs all.
+fn only(scenario: &str) -> bool {
+    match std::env::var("BENCH_ONLY") {
+        Ok(list) if !list.is_empty() => list.split(',').any(|s| s.trim() == scenario),
+        _ => true,
+    }
+}
+
 fn main() {
     // Idle-tunnel counts need file descriptors; children inherit the limit.
     let pid = std::process::id().to_string();
@@ -761,7 +771,7 @@ fn main() {
     println!("paths: {}\n", names.join(", "));
 
     rt.block_on(async {
-        for p in &proxies {
+        for p in proxies.iter().filter(|_| only("keepalive")) {
             eprintln!("keep-alive HTTP: {}", p.name);
             let mut r = keepalive_http(p, &up, "/1k", 32, false).await;
             let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
@@ -782,7 +792,7 @@ fn main() {
                 ),
             );
         }
-        for p in &proxies {
+        for p in proxies.iter().filter(|_| only("connect")) {
             eprintln!("CONNECT: {}", p.name);
             let r = keepalive_http(p, &up, "/1m", 4, true).await;
             let mib = r.bytes as f64 / 1048576.0;
@@ -803,7 +813,7 @@ fn main() {
                 ),
             );
         }
-        for p in &proxies {
+        for p in proxies.iter().filter(|_| only("churn")) {
             eprintln!("churn: {}", p.name);
             let r = churn(p, &up, 8).await;
             let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
@@ -823,7 +833,8 @@ fn main() {
                 ),
             );
         }
-        for p in &proxies {
+        for p in proxies.iter().filter(|_| only("passthrough")) {
+            eprintln!("TLS passthrough: {}", p.name);
             let r = https(p, &up, vec![up.cert.clone()], 32, true).await;
             table.add(
                 "TLS via passthrough CONNECT ×32",
@@ -836,7 +847,7 @@ fn main() {
     });
 
     // Intercepted HTTPS: sluice terminates and re-originates TLS.
-    {
+    if only("intercept") {
         let icpt = sluice(&up, "sluice (intercept)", "all", "enforce");
         let ca_path = icpt._dir.as_ref().unwrap().path().join("state/ca.pem");
         let ca = {
@@ -883,7 +894,7 @@ fn main() {
     }
 
     // Taint on the 1 MiB download path (plain HTTP, scanned).
-    {
+    if only("taint") {
         let off = sluice(&up, "sluice taint off", "none", "off");
         rt.block_on(async {
             let r = keepalive_http(&off, &up, "/1m", 4, false).await;
@@ -908,7 +919,7 @@ fn main() {
     // Idle tunnels.
     // 10,000 tunnels need 20,000 descriptors in this process (client and
     // upstream ends) and the hard limit here is 20,000: 8,000 fits.
-    for n in [2000usize, 8000] {
+    for n in [2000usize, 8000].into_iter().filter(|_| only("idle")) {
         for p in proxies.iter().skip(1) {
             let r = rt.block_on(idle_tunnels(p, &up, n));
             match r {

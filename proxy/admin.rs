@@ -25,7 +25,6 @@ use serde_json::json;
 
 use crate::config::Intercept;
 use crate::listener::Bound;
-use crate::metrics::Metrics;
 use crate::policy::{AllowMode, TaintMode};
 use crate::server::Shared;
 
@@ -131,7 +130,6 @@ fn tasks(shared: &Shared) -> serde_json::Value {
         .iter()
         .map(|t| {
             let rt = shared.task_runtime(&t.id);
-            let labels = Metrics::task(&t.id);
             let bound: Vec<String> = t
                 .listen
                 .iter()
@@ -157,7 +155,7 @@ fn tasks(shared: &Shared) -> serde_json::Value {
                 "taint_mode": t.taint.mode,
                 "taint_hosts": rt.as_ref().map(|r| r.taint.len()).unwrap_or(0),
                 "taint_overflow": rt.as_ref().is_some_and(|r| r.taint.overflowed()),
-                "connections_active": shared.metrics.connections_active.get_or_create(&labels).get(),
+                "connections_active": rt.as_ref().map(|r| r.metrics.connections_active.get()).unwrap_or(0),
                 "tunnels_open": rt.as_ref().map(|r| r.tunnels.len()).unwrap_or(0),
                 "decisions": {
                     "allow": count(0),

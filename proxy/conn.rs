@@ -129,30 +129,15 @@ impl ConnCtx {
             generation: ex.generation,
         };
         self.shared.log.access(&rec);
-        let m = &self.shared.metrics;
-        let (decision, i) = match decision {
-            Verdict::Allow => ("allow", 0),
-            Verdict::Deny => ("deny", 1),
-            Verdict::WouldDeny => ("would_deny", 2),
+        let i = match decision {
+            Verdict::Allow => 0,
+            Verdict::Deny => 1,
+            Verdict::WouldDeny => 2,
         };
         self.task.decisions[i].fetch_add(1, Ordering::Relaxed);
-        m.decisions
-            .get_or_create(&crate::metrics::DecisionLabels {
-                task: self.task.id.to_string(),
-                decision: decision.into(),
-                rule: rec.rule.unwrap_or("").into(),
-            })
-            .inc();
-        for (direction, n) in [("up", bytes.0), ("down", bytes.1)] {
-            if n > 0 {
-                m.bytes
-                    .get_or_create(&crate::metrics::BytesLabels {
-                        task: self.task.id.to_string(),
-                        direction: direction.into(),
-                    })
-                    .inc_by(n);
-            }
-        }
+        let m = &self.task.metrics;
+        m.decision(i, refusal.map(|r| r.rule));
+        m.bytes(bytes.0, bytes.1);
     }
 
     /// Logs a refusal and builds its response.
@@ -332,10 +317,9 @@ async fn connect(
             Ok(x) => x,
             Err(e) => return ctx.refuse(&ex, Refusal::new(e.rule, e.message)),
         };
-    ctx.shared
+    ctx.task
         .metrics
         .upstream_connect_seconds
-        .get_or_create(&crate::metrics::Metrics::task(&ctx.task.id))
         .observe(dial_started.elapsed().as_secs_f64());
     let upgrade = hyper::upgrade::on(req);
     let ctx2 = ctx.clone();
@@ -372,21 +356,16 @@ impl ConnCtx {
             {
                 Inserted::New => {
                     tracing::info!(task = %self.task.id, host = %h, source = %source, "tainted");
-                    self.shared
+                    self.task
                         .metrics
                         .taint_hosts
-                        .get_or_create(&crate::metrics::Metrics::task(&self.task.id))
                         .set(self.task.taint.len() as i64);
                     if task.taint.mode == TaintMode::Enforce {
                         self.task.tunnels.revoke(&h);
                     }
                 }
                 Inserted::Overflow { first: true } => {
-                    self.shared
-                        .metrics
-                        .taint_overflow
-                        .get_or_create(&crate::metrics::Metrics::task(&self.task.id))
-                        .set(1);
+                    self.task.metrics.taint_overflow.set(1);
                     tracing::error!(
                         task = %self.task.id, max_hosts = task.taint.max_hosts,
                         "taint-overflow: the taint set is full; from now on every body-carrying request to a non-exempt host is refused"

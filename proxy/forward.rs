@@ -394,7 +394,7 @@ pub async fn exchange(
     let first_byte = snap.limits.first_byte_timeout;
     let sent = send(
         &ctx.shared,
-        &ctx.task.id,
+        &ctx.task,
         &pool,
         &admitted,
         &origin,
@@ -417,10 +417,9 @@ pub async fn exchange(
         Ok(x) => x,
         Err(e) => return ctx.refuse(&ex, Refusal::new(e.rule, e.message)),
     };
-    ctx.shared
+    ctx.task
         .metrics
         .first_byte_seconds
-        .get_or_create(&crate::metrics::Metrics::task(&ctx.task.id))
         .observe(sent_at.elapsed().as_secs_f64());
 
     let (mut rparts, rbody) = resp.into_parts();
@@ -531,7 +530,7 @@ async fn drain(req: Request<Incoming>) {
 #[allow(clippy::too_many_arguments)]
 async fn send(
     shared: &crate::server::Shared,
-    task: &str,
+    task: &crate::server::TaskRuntime,
     pool: &Arc<Pool>,
     admitted: &conn::Admitted,
     origin: &Origin<'_>,
@@ -561,10 +560,8 @@ async fn send(
         origin.spare,
     )
     .await?;
-    shared
-        .metrics
+    task.metrics
         .upstream_connect_seconds
-        .get_or_create(&crate::metrics::Metrics::task(task))
         .observe(started.elapsed().as_secs_f64());
     shape_for(&mut req, &sender, origin.scheme, path, authority);
     match sender.try_send(req).await {

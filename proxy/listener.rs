@@ -14,7 +14,6 @@ use tokio::net::{TcpListener, UnixListener};
 
 use crate::config::ListenAddr;
 use crate::conn::{self, ConnCtx};
-use crate::metrics::Metrics;
 use crate::policy::{OwnAddrs, Refusal, Rule};
 use crate::respond;
 use crate::server::{Shared, TaskRuntime};
@@ -162,11 +161,7 @@ pub async fn run(
             task: task.clone(),
             client,
         });
-        let gauge = shared
-            .metrics
-            .connections_active
-            .get_or_create(&Metrics::task(&task.id))
-            .clone();
+        let gauge = task.metrics.connections_active.clone();
         gauge.inc();
         shared.tracker.spawn(async move {
             conn::serve(stream, ctx).await;
@@ -208,15 +203,7 @@ fn refuse_over_capacity(mut stream: Stream, task: &TaskRuntime, shared: &Shared)
             shared.snapshot.load().limits.max_connections_per_task
         ),
     );
-    shared
-        .metrics
-        .decisions
-        .get_or_create(&crate::metrics::DecisionLabels {
-            task: task.id.to_string(),
-            decision: "deny".into(),
-            rule: Rule::OverCapacity.as_str().into(),
-        })
-        .inc();
+    task.metrics.decision(1, Some(Rule::OverCapacity));
     tracing::warn!(task = %task.id, "connection limit reached; refusing with 503");
     let bytes = respond::raw_refusal(&task.id, &refusal);
     tokio::spawn(async move {

@@ -147,6 +147,84 @@ impl Metrics {
     }
 }
 
+/// One task's handles into the families, made once per task so the hot
+/// path counts with an atomic add: no label strings built, nothing hashed,
+/// no family lock taken per request.
+pub struct TaskMetrics {
+    task: std::sync::Arc<str>,
+    family: DecisionFamily,
+    /// `sluice_decisions_total` by verdict × rule (slot 0: no rule), made on
+    /// first use so only series that happened are exported.
+    decisions: [std::sync::OnceLock<Counter>; DECISION_SLOTS],
+    pub bytes_up: Counter,
+    pub bytes_down: Counter,
+    pub connections_active: Gauge,
+    pub taint_hosts: Gauge,
+    pub taint_overflow: Gauge,
+    pub upstream_connect_seconds: Histogram,
+    pub first_byte_seconds: Histogram,
+}
+
+type DecisionFamily = Family<DecisionLabels, Counter>;
+
+/// Verdicts (allow, deny, would_deny) × (no rule + every rule).
+const RULE_SLOTS: usize = crate::policy::Rule::ALL.len() + 1;
+const DECISION_SLOTS: usize = 3 * RULE_SLOTS;
+const VERDICTS: [&str; 3] = ["allow", "deny", "would_deny"];
+
+impl TaskMetrics {
+    pub fn new(m: &Metrics, task: &str) -> TaskMetrics {
+        let labels = Metrics::task(task);
+        let bytes = |direction: &str| {
+            m.bytes
+                .get_or_create(&BytesLabels {
+                    task: task.to_string(),
+                    direction: direction.to_string(),
+                })
+                .clone()
+        };
+        TaskMetrics {
+            task: task.into(),
+            family: m.decisions.clone(),
+            decisions: std::array::from_fn(|_| std::sync::OnceLock::new()),
+            bytes_up: bytes("up"),
+            bytes_down: bytes("down"),
+            connections_active: m.connections_active.get_or_create(&labels).clone(),
+            taint_hosts: m.taint_hosts.get_or_create(&labels).clone(),
+            taint_overflow: m.taint_overflow.get_or_create(&labels).clone(),
+            upstream_connect_seconds: m.upstream_connect_seconds.get_or_create(&labels).clone(),
+            first_byte_seconds: m.first_byte_seconds.get_or_create(&labels).clone(),
+        }
+    }
+
+    /// Counts one decision. `verdict` indexes allow, deny, would_deny.
+    pub fn decision(&self, verdict: usize, rule: Option<crate::policy::Rule>) {
+        let r = rule.map_or(0, |r| r as usize + 1);
+        let slot = verdict.min(2) * RULE_SLOTS + r;
+        self.decisions[slot]
+            .get_or_init(|| {
+                self.family
+                    .get_or_create(&DecisionLabels {
+                        task: self.task.to_string(),
+                        decision: VERDICTS[verdict.min(2)].to_string(),
+                        rule: rule.map_or("", |r| r.as_str()).to_string(),
+                    })
+                    .clone()
+            })
+            .inc();
+    }
+
+    /// Counts relayed bytes (up: to the upstream, down: to the client).
+    pub fn bytes(&self, up: u64, down: u64) {
+        if up > 0 {
+            self.bytes_up.inc_by(up);
+        }
+        if down > 0 {
+            self.bytes_down.inc_by(down);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +257,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#"sluice_taint_hosts{task="t"} 3"#), "{text}");
+    }
+
+    #[test]
+    fn task_handles_count_into_the_families() {
+        let m = Metrics::new();
+        let t = TaskMetrics::new(&m, "t");
+        t.decision(0, None);
+        t.decision(0, None);
+        t.decision(2, Some(crate::policy::Rule::UntrustedTarget));
+        t.bytes(5, 0);
+        t.connections_active.inc();
+        let text = m.render();
+        for line in [
+            r#"sluice_decisions_total{task="t",decision="allow",rule=""} 2"#,
+            r#"sluice_decisions_total{task="t",decision="would_deny",rule="untrusted-target"} 1"#,
+            r#"sluice_bytes_total{task="t",direction="up"} 5"#,
+            r#"sluice_connections_active{task="t"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(
+            !text.contains(r#"decision="deny""#),
+            "unused series stay out: {text}"
+        );
     }
 }

@@ -24,7 +24,7 @@ use crate::forward::Pool;
 use crate::intercept::Tls;
 use crate::listener::{self, Bound};
 use crate::log::AccessLog;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, TaskMetrics};
 use crate::policy::OwnAddrs;
 use crate::taint::{TaintStore, TunnelRegistry};
 
@@ -43,6 +43,8 @@ pub struct TaskRuntime {
     pub tunnels: TunnelRegistry,
     /// Decisions so far: allow, deny, would_deny (for the admin API).
     pub decisions: [std::sync::atomic::AtomicU64; 3],
+    /// This task's metric handles (no label work on the hot path).
+    pub metrics: TaskMetrics,
 }
 
 impl TaskRuntime {
@@ -57,13 +59,10 @@ impl TaskRuntime {
         if loaded > 0 || bad > 0 {
             tracing::info!(task = %task.id, hosts = loaded, unreadable_lines = bad, "taint set reloaded");
         }
-        let labels = Metrics::task(&task.id);
-        metrics
-            .taint_hosts
-            .get_or_create(&labels)
-            .set(loaded as i64);
+        let task_metrics = TaskMetrics::new(metrics, &task.id);
+        task_metrics.taint_hosts.set(loaded as i64);
         if store.overflowed() {
-            metrics.taint_overflow.get_or_create(&labels).set(1);
+            task_metrics.taint_overflow.set(1);
             tracing::error!(task = %task.id, max_hosts = task.taint.max_hosts,
                 "taint-overflow: the saved taint set is larger than max_hosts; the task fails closed");
         }
@@ -76,6 +75,7 @@ impl TaskRuntime {
             taint: Arc::new(store),
             tunnels: TunnelRegistry::default(),
             decisions: Default::default(),
+            metrics: task_metrics,
         }
     }
 }

@@ -124,9 +124,144 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
     }
 }
 
-/// Relay buffer per direction: larger than tokio's 8 KiB default, measured
-/// to roughly double CONNECT throughput on loopback (BENCHMARKS.md).
+/// Relay buffer: larger than tokio's 8 KiB default, measured to roughly
+/// double CONNECT throughput on loopback (BENCHMARKS.md).
 const RELAY_BUF: usize = 32 * 1024;
+
+/// Buffers kept for reuse per worker thread (the rest are freed).
+const POOL_MAX: usize = 32;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Box<[u8]>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn buffer() -> Box<[u8]> {
+    POOL.with(|p| p.borrow_mut().pop())
+        .unwrap_or_else(|| vec![0u8; RELAY_BUF].into_boxed_slice())
+}
+
+fn give_back(buf: Box<[u8]>) {
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < POOL_MAX {
+            p.push(buf);
+        }
+    });
+}
+
+/// One direction of a relay. It holds a buffer only while bytes are in
+/// flight (read, not yet written): a tunnel waiting for its peer to speak
+/// holds none, so idle tunnels cost no buffer memory at all. Buffers come
+/// from a small per-thread pool.
+#[derive(Default)]
+struct Half {
+    buf: Option<Box<[u8]>>,
+    pos: usize,
+    end: usize,
+    eof: bool,
+    need_flush: bool,
+}
+
+impl Half {
+    /// Moves bytes from `r` to `w` until `r` ends (then shuts `w` down) or
+    /// either side would block.
+    fn poll_copy<R, W>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut r: Pin<&mut R>,
+        mut w: Pin<&mut W>,
+    ) -> Poll<io::Result<()>>
+    where
+        R: AsyncRead + ?Sized,
+        W: AsyncWrite + ?Sized,
+    {
+        loop {
+            if self.buf.is_none() && !self.eof {
+                let mut buf = buffer();
+                let mut rb = ReadBuf::new(&mut buf);
+                match r.as_mut().poll_read(cx, &mut rb) {
+                    Poll::Pending => {
+                        give_back(buf);
+                        if self.need_flush {
+                            std::task::ready!(w.as_mut().poll_flush(cx))?;
+                            self.need_flush = false;
+                        }
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Err(e)) => {
+                        give_back(buf);
+                        return Poll::Ready(Err(e));
+                    }
+                    Poll::Ready(Ok(())) => {
+                        let n = rb.filled().len();
+                        if n == 0 {
+                            self.eof = true;
+                            give_back(buf);
+                        } else {
+                            self.buf = Some(buf);
+                            self.pos = 0;
+                            self.end = n;
+                        }
+                    }
+                }
+            }
+            if let Some(buf) = &self.buf {
+                while self.pos < self.end {
+                    let n = std::task::ready!(w.as_mut().poll_write(cx, &buf[self.pos..self.end]))?;
+                    if n == 0 {
+                        return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                    }
+                    self.pos += n;
+                    self.need_flush = true;
+                }
+                if let Some(buf) = self.buf.take() {
+                    give_back(buf);
+                }
+            }
+            if self.eof {
+                if self.need_flush {
+                    std::task::ready!(w.as_mut().poll_flush(cx))?;
+                    self.need_flush = false;
+                }
+                return w.as_mut().poll_shutdown(cx);
+            }
+        }
+    }
+}
+
+/// Copies both ways until both directions have ended (each end passed on
+/// as a half-close) or one fails.
+async fn copy_both<A, B>(a: &mut A, b: &mut B) -> io::Result<()>
+where
+    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let mut up = Half::default();
+    let mut down = Half::default();
+    let (mut up_done, mut down_done) = (false, false);
+    std::future::poll_fn(|cx| {
+        if !up_done {
+            match up.poll_copy(cx, Pin::new(&mut *a), Pin::new(&mut *b)) {
+                Poll::Ready(Ok(())) => up_done = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {}
+            }
+        }
+        if !down_done {
+            match down.poll_copy(cx, Pin::new(&mut *b), Pin::new(&mut *a)) {
+                Poll::Ready(Ok(())) => down_done = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {}
+            }
+        }
+        if up_done && down_done {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
 
 /// Why a relay ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -169,8 +304,7 @@ where
 {
     let mut client = Counted::new(client, bytes.up.clone());
     let mut upstream = Counted::new(upstream, bytes.down.clone());
-    let copy =
-        tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, RELAY_BUF, RELAY_BUF);
+    let copy = copy_both(&mut client, &mut upstream);
     tokio::pin!(copy);
     let tick = (idle / 4).max(Duration::from_millis(100));
     let mut seen = bytes.total();
@@ -192,5 +326,57 @@ where
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Bytes both ways, larger than a buffer, arrive intact; each side's
+    /// end is passed on as a half-close; the relay ends when both have.
+    #[tokio::test]
+    async fn relays_both_ways_with_half_close() {
+        let (mut client, proxy_client) = tokio::io::duplex(4096);
+        let (proxy_up, mut upstream) = tokio::io::duplex(4096);
+        let relay = tokio::spawn(async move {
+            let (mut a, mut b) = (proxy_client, proxy_up);
+            copy_both(&mut a, &mut b).await
+        });
+        let up_bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let down_bytes: Vec<u8> = (0..150_000u32).map(|i| (i % 241) as u8).collect();
+        let (u, d) = (up_bytes.clone(), down_bytes.clone());
+        let client_side = tokio::spawn(async move {
+            client.write_all(&u).await.unwrap();
+            client.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            client.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        let mut got = Vec::new();
+        upstream.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, up_bytes, "upstream saw the client's bytes, then EOF");
+        // The other direction still works after the client's half-close.
+        upstream.write_all(&d).await.unwrap();
+        upstream.shutdown().await.unwrap();
+        assert_eq!(client_side.await.unwrap(), down_bytes);
+        relay.await.unwrap().unwrap();
+    }
+
+    /// A relay waiting for bytes holds no buffer: it is back in the pool.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_idle_relay_holds_no_buffer() {
+        let (_client, mut proxy_client) = tokio::io::duplex(64);
+        let (mut proxy_up, _upstream) = tokio::io::duplex(64);
+        POOL.with(|p| p.borrow_mut().clear());
+        let copy = copy_both(&mut proxy_client, &mut proxy_up);
+        let r = tokio::time::timeout(Duration::from_millis(50), copy).await;
+        assert!(r.is_err(), "still waiting");
+        assert_eq!(
+            POOL.with(|p| p.borrow().len()),
+            1,
+            "the one buffer used to poll is back in the pool"
+        );
     }
 }

@@ -182,27 +182,44 @@ enum FirstBytes {
 /// Reads the start of a tunnel without losing it: enough bytes to parse a
 /// TLS ClientHello, or the first bytes of anything else.
 async fn peek<S: AsyncRead + Unpin>(io: &mut S, timeout: Duration) -> (Vec<u8>, FirstBytes) {
-    let mut seen = Vec::with_capacity(1024);
-    let mut hello = ClientHelloReader::default();
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut buf = [0u8; 4096];
+    // A tunnel whose client has not spoken yet waits here holding five
+    // bytes (a TLS record header), not a buffer: idle tunnels stay small.
+    let mut head = [0u8; 5];
+    let n = match tokio::time::timeout_at(deadline, io.read(&mut head)).await {
+        Ok(Ok(n)) if n > 0 => n,
+        _ => return (Vec::new(), FirstBytes::Nothing),
+    };
+    let mut seen = Vec::with_capacity(4096);
+    seen.extend_from_slice(&head[..n]);
+    // Take what arrived with those bytes without waiting, so the start of
+    // a non-TLS stream is passed on in one piece.
+    {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let read = std::pin::pin!(io.read_buf(&mut seen));
+        let _ = std::future::Future::poll(read, &mut cx);
+    }
+    Box::pin(read_hello(io, seen, deadline)).await
+}
+
+/// Reads on until the bytes seen so far are a ClientHello, or not one.
+async fn read_hello<S: AsyncRead + Unpin>(
+    io: &mut S,
+    mut seen: Vec<u8>,
+    deadline: tokio::time::Instant,
+) -> (Vec<u8>, FirstBytes) {
+    let mut hello = ClientHelloReader::default();
+    let mut fed = 0;
     loop {
-        let n = match tokio::time::timeout_at(deadline, io.read(&mut buf)).await {
-            Ok(Ok(n)) if n > 0 => n,
-            _ => {
-                let kind = if seen.is_empty() {
-                    FirstBytes::Nothing
-                } else {
-                    FirstBytes::Other
-                };
-                return (seen, kind);
-            }
-        };
-        seen.extend_from_slice(&buf[..n]);
-        match hello.push(&buf[..n]) {
-            Peeked::NeedMore => continue,
+        match hello.push(&seen[fed..]) {
+            Peeked::NeedMore => fed = seen.len(),
             Peeked::NotTls => return (seen, FirstBytes::Other),
             Peeked::Tls { sni } => return (seen, FirstBytes::Tls { sni }),
+        }
+        seen.reserve(4096);
+        match tokio::time::timeout_at(deadline, io.read_buf(&mut seen)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return (seen, FirstBytes::Other),
         }
     }
 }
@@ -327,7 +344,16 @@ pub async fn tunnel_session<C>(
                     .register(&host, upstream_addr.addr(), false, stop.clone());
             let spare: Spare = std::sync::Mutex::new(Some((upstream, upstream_addr)));
             let io = Rewind::new(first, client);
-            serve_intercepted(ctx.clone(), task, target, io, spare, &limits, stop).await;
+            Box::pin(serve_intercepted(
+                ctx.clone(),
+                task,
+                target,
+                io,
+                spare,
+                &limits,
+                stop,
+            ))
+            .await;
             ctx.record(
                 &ex,
                 verdict.0,
@@ -355,7 +381,7 @@ pub async fn tunnel_session<C>(
                 }
                 _ => verdict,
             };
-            relay_opaque(
+            Box::pin(relay_opaque(
                 &ctx,
                 &host,
                 client,
@@ -364,7 +390,7 @@ pub async fn tunnel_session<C>(
                 first,
                 &bytes,
                 &limits,
-            )
+            ))
             .await;
             ctx.record(
                 &ex,

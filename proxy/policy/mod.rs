@@ -39,6 +39,21 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Every rule, in declaration order (`Rule::X as usize` indexes it).
+    pub const ALL: [Rule; 11] = [
+        Rule::BadTarget,
+        Rule::IpLiteral,
+        Rule::NotAllowed,
+        Rule::HostMismatch,
+        Rule::SniMismatch,
+        Rule::PrivateAddress,
+        Rule::UntrustedTarget,
+        Rule::DnsFailed,
+        Rule::UpstreamFailed,
+        Rule::UpstreamTimeout,
+        Rule::OverCapacity,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Rule::BadTarget => "bad-target",

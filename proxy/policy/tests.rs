@@ -456,3 +456,10 @@ fn taint_shadow_allows_with_would_deny() {
         }
     ));
 }
+
+#[test]
+fn rule_all_is_in_declaration_order() {
+    for (i, r) in Rule::ALL.iter().enumerate() {
+        assert_eq!(*r as usize, i, "{}", r.as_str());
+    }
+}
