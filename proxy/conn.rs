@@ -29,7 +29,7 @@ use crate::server::{Shared, TaskRuntime};
 use crate::tunnel;
 
 /// Any byte stream a listener accepts.
-pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + std::any::Any {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// Who is on the other end of a connection.
@@ -331,7 +331,7 @@ async fn connect(
         };
         match upgrade.await {
             Ok(upgraded) => {
-                let client = TokioIo::new(upgraded);
+                let client = crate::tunnel::ClientIo::from_upgraded(upgraded);
                 crate::intercept::tunnel_session(
                     ctx2, task, target, client, upstream, addr, ex, verdict,
                 )

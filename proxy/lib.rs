@@ -43,5 +43,6 @@ pub mod reload;
 pub mod report;
 pub mod respond;
 pub mod server;
+pub mod splice;
 pub mod taint;
 pub mod tunnel;

@@ -80,6 +80,11 @@ impl<S> Counted<S> {
     pub fn new(inner: S, read: Arc<AtomicU64>) -> Self {
         Counted { inner, read }
     }
+
+    /// The stream and its counter.
+    pub fn into_parts(self) -> (S, Arc<AtomicU64>) {
+        (self.inner, self.read)
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
@@ -284,7 +289,7 @@ pub struct RelayBytes {
 }
 
 impl RelayBytes {
-    fn total(&self) -> u64 {
+    pub fn total(&self) -> u64 {
         self.up.load(Ordering::Relaxed) + self.down.load(Ordering::Relaxed)
     }
 }
@@ -304,7 +309,17 @@ where
 {
     let mut client = Counted::new(client, bytes.up.clone());
     let mut upstream = Counted::new(upstream, bytes.down.clone());
-    let copy = copy_both(&mut client, &mut upstream);
+    watch(copy_both(&mut client, &mut upstream), bytes, idle, cancel).await
+}
+
+/// Runs a relay's copying until it ends, nothing moves for `idle` (seen in
+/// `bytes`), or `cancel` fires.
+pub async fn watch<F: std::future::Future>(
+    copy: F,
+    bytes: &RelayBytes,
+    idle: Duration,
+    cancel: &CancellationToken,
+) -> RelayEnd {
     tokio::pin!(copy);
     let tick = (idle / 4).max(Duration::from_millis(100));
     let mut seen = bytes.total();
@@ -326,6 +341,76 @@ where
                 }
             }
         }
+    }
+}
+
+/// The client side of a CONNECT tunnel: the plain TCP socket when hyper
+/// can hand it back whole (so an opaque relay can splice it), otherwise the
+/// upgraded connection.
+pub enum ClientIo {
+    Tcp(TcpStream),
+    Upgraded(hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>),
+    /// Another socket kind, after the bytes hyper had already read.
+    Other(crate::intercept::rewind::Rewind<Box<dyn crate::conn::Io>>),
+}
+
+impl ClientIo {
+    pub fn from_upgraded(upgraded: hyper::upgrade::Upgraded) -> ClientIo {
+        use hyper_util::rt::TokioIo;
+        match upgraded.downcast::<TokioIo<Box<dyn crate::conn::Io>>>() {
+            Ok(parts) => {
+                let io = parts.io.into_inner();
+                let any: &dyn std::any::Any = &*io;
+                if parts.read_buf.is_empty() && any.is::<TcpStream>() {
+                    let any: Box<dyn std::any::Any> = io;
+                    if let Ok(tcp) = any.downcast::<TcpStream>() {
+                        return ClientIo::Tcp(*tcp);
+                    }
+                    unreachable!("checked with is::<TcpStream>()");
+                }
+                ClientIo::Other(crate::intercept::rewind::Rewind::new(
+                    parts.read_buf.to_vec(),
+                    io,
+                ))
+            }
+            Err(upgraded) => ClientIo::Upgraded(TokioIo::new(upgraded)),
+        }
+    }
+}
+
+macro_rules! each_client_io {
+    ($self:ident, $io:ident => $e:expr) => {
+        match $self.get_mut() {
+            ClientIo::Tcp($io) => $e,
+            ClientIo::Upgraded($io) => $e,
+            ClientIo::Other($io) => $e,
+        }
+    };
+}
+
+impl AsyncRead for ClientIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        each_client_io!(self, io => Pin::new(io).poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for ClientIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        each_client_io!(self, io => Pin::new(io).poll_write(cx, buf))
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each_client_io!(self, io => Pin::new(io).poll_flush(cx))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each_client_io!(self, io => Pin::new(io).poll_shutdown(cx))
     }
 }
 

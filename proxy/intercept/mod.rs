@@ -10,7 +10,7 @@
 //! counts as carrying a body. Must not decide on targets itself.
 
 pub mod ca;
-mod rewind;
+pub mod rewind;
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -35,7 +35,7 @@ use crate::log::{Kind, Verdict};
 use crate::policy::target::parse_authority;
 use crate::policy::{Refusal, Rule, TaintMode, TaintState, Target};
 use crate::respond::ProxyBody;
-use crate::tunnel::{self, Counted, DialError, RelayBytes, RelayEnd};
+use crate::tunnel::{self, ClientIo, Counted, DialError, RelayBytes, RelayEnd};
 pub use ca::Ca;
 use rewind::Rewind;
 
@@ -295,18 +295,16 @@ fn sni_matches(sni: &Option<String>, target: &Target) -> bool {
 /// Serves an answered CONNECT: check the SNI, then intercept or relay.
 /// `ex` is the CONNECT's exchange; its one access-log row is written here.
 #[allow(clippy::too_many_arguments)]
-pub async fn tunnel_session<C>(
+pub async fn tunnel_session(
     ctx: Arc<ConnCtx>,
     task: Arc<TaskConfig>,
     target: Target,
-    client: C,
+    client: ClientIo,
     upstream: TcpStream,
     upstream_addr: crate::policy::CheckedAddr,
     mut ex: Exchange,
     verdict: (Verdict, Option<Refusal>),
-) where
-    C: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-{
+) {
     let snap = ctx.shared.snapshot.load_full();
     let limits = snap.limits.clone();
     let bytes = RelayBytes::default();
@@ -426,36 +424,63 @@ fn taint_refusal(ctx: &ConnCtx, task: &TaskConfig, target: &Target) -> Option<Re
 /// Relays an opaque tunnel: the peeked bytes first, then both ways, until
 /// close, idle, shutdown or the host becoming tainted.
 #[allow(clippy::too_many_arguments)]
-async fn relay_opaque<C>(
+async fn relay_opaque(
     ctx: &ConnCtx,
     host: &str,
-    client: Counted<C>,
-    mut upstream: TcpStream,
+    client: Counted<ClientIo>,
+    upstream: TcpStream,
     addr: std::net::SocketAddr,
     first: Vec<u8>,
     bytes: &RelayBytes,
     limits: &crate::config::Limits,
-) where
-    C: AsyncRead + AsyncWrite + Unpin,
-{
+) {
     let stop = ctx.shared.hard_stop.child_token();
     let _registered = ctx.task.tunnels.register(host, addr, true, stop.clone());
+    let mut upstream = upstream;
     if upstream.write_all(&first).await.is_err() {
         return;
     }
+    let idle = limits.tunnel_idle_timeout;
     // The client side is already counted (peeked bytes included).
-    let counted_up = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let inner = RelayBytes {
-        up: counted_up,
-        down: bytes.down.clone(),
+    let (client, up) = client.into_parts();
+    let end = match client {
+        // Both ends plain TCP: splice, the bytes never enter sluice.
+        ClientIo::Tcp(client) => match crate::splice::Pipes::new() {
+            Ok(pipes) => {
+                let copy = crate::splice::relay(&client, &upstream, pipes, &up, &bytes.down);
+                tunnel::watch(copy, bytes, idle, &stop).await
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "no pipes for splice; relaying through buffers");
+                buffered(ClientIo::Tcp(client), upstream, up, bytes, idle, &stop).await
+            }
+        },
+        other => buffered(other, upstream, up, bytes, idle, &stop).await,
     };
-    match tunnel::relay(client, upstream, &inner, limits.tunnel_idle_timeout, &stop).await {
+    match end {
         RelayEnd::Cancelled if !ctx.shared.hard_stop.is_cancelled() => {
             tracing::info!(task = %ctx.task.id, host, "opaque tunnel closed: its host became tainted")
         }
         RelayEnd::Idle => tracing::debug!(host, "tunnel closed after idling"),
         _ => {}
     }
+}
+
+/// The buffered relay, for clients that are not a plain TCP socket.
+async fn buffered(
+    client: ClientIo,
+    upstream: TcpStream,
+    up: Arc<std::sync::atomic::AtomicU64>,
+    bytes: &RelayBytes,
+    idle: Duration,
+    stop: &tokio_util::sync::CancellationToken,
+) -> RelayEnd {
+    // Counted again from here on, into the same counter.
+    let inner = RelayBytes {
+        up,
+        down: bytes.down.clone(),
+    };
+    tunnel::relay(client, upstream, &inner, idle, stop).await
 }
 
 /// Serves the inside of an intercepted tunnel: TLS with a minted leaf, then
