@@ -157,10 +157,33 @@ impl Shared {
 
 /// Binds every listener of `snapshot`, serves until SIGTERM/SIGINT, drains
 /// and flushes the logs.
+/// Raises the soft limit on open files to the hard limit: every tunnel
+/// holds two sockets (and a spliced one two pipes more), and the usual soft
+/// limit of 1024 would cap sluice at a few hundred tunnels.
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let lim = getrlimit(Resource::Nofile);
+    if lim.current != lim.maximum {
+        let raised = Rlimit {
+            current: lim.maximum,
+            maximum: lim.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!(error = %e, "cannot raise the open-file limit");
+        }
+    }
+    let now = getrlimit(Resource::Nofile).current;
+    tracing::debug!(
+        open_files = now.map_or("unlimited".to_string(), |n| n.to_string()),
+        "open-file limit"
+    );
+}
+
 pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> anyhow::Result<()> {
     // Signal handlers first: a SIGHUP that arrives as soon as the
     // listeners are up must reload, not kill (its default action).
     let signals = Signals::install();
+    raise_fd_limit();
     std::fs::create_dir_all(&snapshot.state_dir)
         .with_context(|| format!("cannot create state_dir {}", snapshot.state_dir.display()))?;
     let resolver = Resolver::new(&snapshot.resolver).context("cannot set up the DNS resolver")?;

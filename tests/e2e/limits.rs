@@ -533,3 +533,61 @@ fn sigterm_under_load_finishes_every_request_in_flight() {
         "one log line per answered request"
     );
 }
+
+/// "Max open files" soft and hard limits of a process, from /proc.
+fn nofile(pid: &str) -> (String, String) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap_or_default()
+        .to_string();
+    let mut f = line.split_whitespace().skip(3);
+    (
+        f.next().unwrap_or_default().to_string(),
+        f.next().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn the_open_file_soft_limit_is_raised_to_the_hard_limit() {
+    let (_, hard) = nofile("self");
+    let dns = FakeDns::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sluice.toml");
+    std::fs::write(
+        &path,
+        config(&dns, &["pkgs.example.com:443".to_string()], "", ""),
+    )
+    .unwrap();
+    // Started with a soft limit of 256, as a default shell might give it.
+    let mut child = std::process::Command::new("prlimit")
+        .arg(format!("--nofile=256:{hard}"))
+        .arg(bin())
+        .args(["run", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("prlimit (util-linux)");
+    let pid = child.id().to_string();
+    // Read the limits once sluice itself runs (prlimit has exec'd it) and
+    // has made its state folder, which it does after raising the limit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let started = || {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sluice")
+            && dir.path().join("state").is_dir()
+    };
+    while !started() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(started(), "sluice started");
+    let seen = nofile(&pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        seen,
+        (hard.clone(), hard),
+        "soft limit raised to the hard one"
+    );
+}
