@@ -5,213 +5,33 @@
 //! Strips hop-by-hop and `Proxy-*` headers both ways and adds no `Via` or
 //! `X-Forwarded-For`. Must not decide: it only runs after `conn::admit`.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1::SendRequest;
+use hyper::body::{Body, Incoming};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 
 use crate::config::{Snapshot, TaskConfig};
 use crate::conn::{self, ConnCtx, Exchange};
 use crate::log::Kind;
 use crate::policy::{
-    target::parse_authority, CheckedAddr, HostHeader, Permit, Refusal, Rule, TaintMode, Target,
+    target::parse_authority, CheckedAddr, HostHeader, Refusal, Rule, TaintMode, Target,
 };
 use crate::respond::{self, ProxyBody};
 use crate::taint::body::BodyScanner;
 use crate::tunnel::{self, DialError, RelayBytes};
 
-/// The body type sent upstream.
-pub type UpBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+mod body;
+mod pool;
 
-/// How long an idle upstream connection is kept.
-const POOL_IDLE: Duration = Duration::from_secs(60);
-/// Idle connections kept per address.
-const POOL_PER_ADDR: usize = 32;
-
-/// Where a pooled connection goes: the checked address, and for HTTPS the
-/// name its certificate was verified for.
-type PoolKey = (SocketAddr, Option<Arc<str>>);
-
-/// Idle upstream connections of one task, keyed by checked address (and
-/// TLS name).
-#[derive(Default)]
-pub struct Pool {
-    idle: Mutex<HashMap<PoolKey, Vec<IdleConn>>>,
-}
-
-/// An idle upstream connection and when it became idle.
-type IdleConn = (Sender, Instant);
-
-/// An upstream HTTP/1.1 or HTTP/2 connection.
-pub enum Sender {
-    H1(SendRequest<UpBody>),
-    H2(hyper::client::conn::http2::SendRequest<UpBody>),
-}
-
-impl Sender {
-    fn is_ready(&self) -> bool {
-        match self {
-            Sender::H1(s) => s.is_ready(),
-            Sender::H2(s) => s.is_ready(),
-        }
-    }
-    fn is_closed(&self) -> bool {
-        match self {
-            Sender::H1(s) => s.is_closed(),
-            Sender::H2(s) => s.is_closed(),
-        }
-    }
-    async fn ready(&mut self) -> Result<(), hyper::Error> {
-        match self {
-            Sender::H1(s) => s.ready().await,
-            Sender::H2(s) => s.ready().await,
-        }
-    }
-    fn is_h2(&self) -> bool {
-        matches!(self, Sender::H2(_))
-    }
-    /// Sends; a request that was never started comes back in `Err(Ok(req))`.
-    async fn try_send(
-        &mut self,
-        req: Request<UpBody>,
-    ) -> Result<Response<Incoming>, Result<Request<UpBody>, hyper::Error>> {
-        let r = match self {
-            Sender::H1(s) => s.try_send_request(req).await,
-            Sender::H2(s) => s.try_send_request(req).await,
-        };
-        r.map_err(|mut e| match e.take_message() {
-            Some(req) => Ok(req),
-            None => Err(e.into_error()),
-        })
-    }
-}
-
-impl Pool {
-    /// An idle, ready connection to one of `addrs`, if there is one.
-    fn take(&self, addrs: &[CheckedAddr], tls: &Option<Arc<str>>) -> Option<(Sender, CheckedAddr)> {
-        // A std Mutex: held only for a map lookup, never across an await.
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        for a in addrs {
-            if let Some(list) = idle.get_mut(&(a.addr(), tls.clone())) {
-                while let Some((sender, since)) = list.pop() {
-                    if since.elapsed() < POOL_IDLE && sender.is_ready() {
-                        return Some((sender, *a));
-                    }
-                }
-            }
-        }
-        None
-    }
-
-    /// Drops every idle connection (a reload may no longer allow them).
-    pub fn clear(&self) {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    }
-
-    /// Returns a connection once it is ready for another request.
-    fn put(self: &Arc<Self>, key: PoolKey, mut sender: Sender) {
-        let pool = self.clone();
-        tokio::spawn(async move {
-            let ready = tokio::time::timeout(Duration::from_secs(5), sender.ready()).await;
-            if !matches!(ready, Ok(Ok(()))) {
-                return;
-            }
-            let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-            let list = idle.entry(key).or_default();
-            list.retain(|(s, t)| !s.is_closed() && t.elapsed() < POOL_IDLE);
-            if list.len() < POOL_PER_ADDR {
-                list.push((sender, Instant::now()));
-            }
-        });
-    }
-}
-
-/// A TCP connection dialled for a CONNECT before it was answered, kept for
-/// the tunnel's first intercepted request.
-pub type Spare = std::sync::Mutex<Option<(TcpStream, CheckedAddr)>>;
-
-/// Dials a fresh upstream connection: TCP, then TLS (verified for `tls`)
-/// when the origin is HTTPS, then HTTP/2 or HTTP/1.1 as ALPN says.
-async fn connect(
-    shared: &crate::server::Shared,
-    permit: &Permit,
-    addrs: &[CheckedAddr],
-    tls: &Option<Arc<str>>,
-    timeout: Duration,
-    spare: Option<&Spare>,
-) -> Result<(Sender, CheckedAddr), DialError> {
-    let reused = spare.and_then(|s| {
-        let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
-        match s.take() {
-            Some((stream, addr)) if addrs.contains(&addr) => Some((stream, addr)),
-            _ => None,
-        }
-    });
-    let (stream, addr) = match reused {
-        Some(x) => x,
-        None => tunnel::dial(permit, addrs, timeout).await?,
-    };
-    let handshake_err = |e: hyper::Error| DialError {
-        rule: Rule::UpstreamFailed,
-        message: format!("HTTP handshake with {} failed: {e}", addr.addr()),
-    };
-    let Some(name) = tls else {
-        let (sender, conn) = hyper::client::conn::http1::Builder::new()
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(handshake_err)?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.with_upgrades().await {
-                tracing::debug!(error = %e, "upstream connection ended with an error");
-            }
-        });
-        return Ok((Sender::H1(sender), addr));
-    };
-    let tls_stream = shared
-        .tls
-        .load_full()
-        .connect(name, stream, timeout)
-        .await?;
-    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
-    let io = TokioIo::new(tls_stream);
-    if h2 {
-        let (sender, conn) =
-            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                .timer(hyper_util::rt::TokioTimer::new())
-                .handshake(io)
-                .await
-                .map_err(handshake_err)?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "upstream h2 connection ended with an error");
-            }
-        });
-        Ok((Sender::H2(sender), addr))
-    } else {
-        let (sender, conn) = hyper::client::conn::http1::Builder::new()
-            .handshake(io)
-            .await
-            .map_err(handshake_err)?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.with_upgrades().await {
-                tracing::debug!(error = %e, "upstream connection ended with an error");
-            }
-        });
-        Ok((Sender::H1(sender), addr))
-    }
-}
+use body::{CountingBody, Finish, RelayBody, Scan};
+use pool::connect;
+pub use pool::{Pool, Sender, Spare, UpBody};
 
 /// Headers that describe one hop, never forwarded.
 const HOP_BY_HOP: [HeaderName; 8] = [
@@ -628,145 +448,5 @@ fn upstream_error(addr: CheckedAddr, e: hyper::Error) -> DialError {
     DialError {
         rule: Rule::UpstreamFailed,
         message: format!("the upstream at {} failed: {e}", addr.addr()),
-    }
-}
-
-/// Counts the bytes of a request body as it is sent upstream.
-struct CountingBody {
-    inner: Incoming,
-    counter: Arc<AtomicU64>,
-}
-
-impl Body for CountingBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let r = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(f))) = &r {
-            if let Some(d) = f.data_ref() {
-                self.counter.fetch_add(d.len() as u64, Ordering::Relaxed);
-            }
-        }
-        r
-    }
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// What to do when a relayed response ends.
-struct Finish {
-    ctx: Arc<ConnCtx>,
-    ex: Exchange,
-    verdict: crate::log::Verdict,
-    would_deny: Option<Refusal>,
-    status: u16,
-    bytes_up: Arc<AtomicU64>,
-    /// The upstream connection, returned to the pool if the body completes.
-    reuse: Option<(Arc<Pool>, PoolKey, Sender)>,
-}
-
-/// Taint scanning of one response.
-struct Scan {
-    body: BodyScanner,
-    task: Arc<TaskConfig>,
-    /// The response URL without its query: the provenance of what it names.
-    source: Arc<str>,
-}
-
-/// A response body relayed to the client: scans it for host names before
-/// each chunk is passed on, counts bytes, and logs the exchange (and
-/// returns the upstream connection) when it ends.
-struct RelayBody {
-    inner: Incoming,
-    bytes_down: u64,
-    scan: Option<Scan>,
-    finish: Option<Finish>,
-}
-
-impl RelayBody {
-    fn scan_chunk(&mut self, data: &[u8]) {
-        if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
-            let hosts = scan.body.feed(data);
-            if !hosts.is_empty() {
-                f.ctx.taint(&scan.task, hosts, &scan.source);
-            }
-        }
-    }
-
-    fn finish(&mut self, complete: bool) {
-        if let (Some(mut scan), Some(f)) = (self.scan.take(), self.finish.as_ref()) {
-            let (hosts, skipped) = scan.body.finish();
-            if !hosts.is_empty() {
-                f.ctx.taint(&scan.task, hosts, &scan.source);
-            }
-            if let Some(why) = skipped {
-                tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan incomplete: {why}");
-            }
-        }
-        if let Some(f) = self.finish.take() {
-            f.ctx.record(
-                &f.ex,
-                f.verdict,
-                f.would_deny.as_ref(),
-                f.status,
-                (f.bytes_up.load(Ordering::Relaxed), self.bytes_down),
-            );
-            if complete {
-                if let Some((pool, key, sender)) = f.reuse {
-                    pool.put(key, sender);
-                }
-            }
-        }
-    }
-}
-
-impl Body for RelayBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let r = Pin::new(&mut self.inner).poll_frame(cx);
-        match &r {
-            Poll::Ready(Some(Ok(f))) => {
-                if let Some(d) = f.data_ref() {
-                    self.bytes_down += d.len() as u64;
-                    // Before the bytes reach the client: a name is tainted
-                    // before a request sent after reading it can arrive.
-                    self.scan_chunk(d);
-                }
-                if self.inner.is_end_stream() {
-                    self.finish(true);
-                }
-            }
-            Poll::Ready(None) => self.finish(true),
-            Poll::Ready(Some(Err(_))) => self.finish(false),
-            Poll::Pending => {}
-        }
-        r
-    }
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for RelayBody {
-    fn drop(&mut self) {
-        // The client went away (or the body was empty and never polled).
-        let empty = self.inner.is_end_stream();
-        self.finish(empty);
     }
 }

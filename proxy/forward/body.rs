@@ -1,0 +1,158 @@
+//! The bodies forwarding relays: the request body counted on its way up,
+//! and the response body scanned for host names, counted and logged on its
+//! way down.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+
+use crate::config::TaskConfig;
+use crate::conn::{ConnCtx, Exchange};
+use crate::policy::Refusal;
+use crate::taint::body::BodyScanner;
+
+use super::pool::{Pool, PoolKey, Sender};
+
+/// Counts the bytes of a request body as it is sent upstream.
+pub(super) struct CountingBody {
+    pub(super) inner: Incoming,
+    pub(super) counter: Arc<AtomicU64>,
+}
+
+impl Body for CountingBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &r {
+            if let Some(d) = f.data_ref() {
+                self.counter.fetch_add(d.len() as u64, Ordering::Relaxed);
+            }
+        }
+        r
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// What to do when a relayed response ends.
+pub(super) struct Finish {
+    pub(super) ctx: Arc<ConnCtx>,
+    pub(super) ex: Exchange,
+    pub(super) verdict: crate::log::Verdict,
+    pub(super) would_deny: Option<Refusal>,
+    pub(super) status: u16,
+    pub(super) bytes_up: Arc<AtomicU64>,
+    /// The upstream connection, returned to the pool if the body completes.
+    pub(super) reuse: Option<(Arc<Pool>, PoolKey, Sender)>,
+}
+
+/// Taint scanning of one response.
+pub(super) struct Scan {
+    pub(super) body: BodyScanner,
+    pub(super) task: Arc<TaskConfig>,
+    /// The response URL without its query: the provenance of what it names.
+    pub(super) source: Arc<str>,
+}
+
+/// A response body relayed to the client: scans it for host names before
+/// each chunk is passed on, counts bytes, and logs the exchange (and
+/// returns the upstream connection) when it ends.
+pub(super) struct RelayBody {
+    pub(super) inner: Incoming,
+    pub(super) bytes_down: u64,
+    pub(super) scan: Option<Scan>,
+    pub(super) finish: Option<Finish>,
+}
+
+impl RelayBody {
+    fn scan_chunk(&mut self, data: &[u8]) {
+        if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
+            let hosts = scan.body.feed(data);
+            if !hosts.is_empty() {
+                f.ctx.taint(&scan.task, hosts, &scan.source);
+            }
+        }
+    }
+
+    fn finish(&mut self, complete: bool) {
+        if let (Some(mut scan), Some(f)) = (self.scan.take(), self.finish.as_ref()) {
+            let (hosts, skipped) = scan.body.finish();
+            if !hosts.is_empty() {
+                f.ctx.taint(&scan.task, hosts, &scan.source);
+            }
+            if let Some(why) = skipped {
+                tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan incomplete: {why}");
+            }
+        }
+        if let Some(f) = self.finish.take() {
+            f.ctx.record(
+                &f.ex,
+                f.verdict,
+                f.would_deny.as_ref(),
+                f.status,
+                (f.bytes_up.load(Ordering::Relaxed), self.bytes_down),
+            );
+            if complete {
+                if let Some((pool, key, sender)) = f.reuse {
+                    pool.put(key, sender);
+                }
+            }
+        }
+    }
+}
+
+impl Body for RelayBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    self.bytes_down += d.len() as u64;
+                    // Before the bytes reach the client: a name is tainted
+                    // before a request sent after reading it can arrive.
+                    self.scan_chunk(d);
+                }
+                if self.inner.is_end_stream() {
+                    self.finish(true);
+                }
+            }
+            Poll::Ready(None) => self.finish(true),
+            Poll::Ready(Some(Err(_))) => self.finish(false),
+            Poll::Pending => {}
+        }
+        r
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for RelayBody {
+    fn drop(&mut self) {
+        // The client went away (or the body was empty and never polled).
+        let empty = self.inner.is_end_stream();
+        self.finish(empty);
+    }
+}

@@ -1,0 +1,203 @@
+//! The upstream side of forwarding: idle connections per task keyed by
+//! checked address (and TLS name), and dialling fresh ones (TCP, TLS, then
+//! HTTP/2 or HTTP/1.1 by ALPN). Must not decide anything.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::policy::{CheckedAddr, Permit, Rule};
+use crate::tunnel::{self, DialError};
+
+/// The body type sent upstream.
+pub type UpBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+
+/// How long an idle upstream connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(60);
+/// Idle connections kept per address.
+const POOL_PER_ADDR: usize = 32;
+
+/// Where a pooled connection goes: the checked address, and for HTTPS the
+/// name its certificate was verified for.
+pub(super) type PoolKey = (SocketAddr, Option<Arc<str>>);
+
+/// Idle upstream connections of one task, keyed by checked address (and
+/// TLS name).
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<HashMap<PoolKey, Vec<IdleConn>>>,
+}
+
+/// An idle upstream connection and when it became idle.
+type IdleConn = (Sender, Instant);
+
+/// An upstream HTTP/1.1 or HTTP/2 connection.
+pub enum Sender {
+    H1(SendRequest<UpBody>),
+    H2(hyper::client::conn::http2::SendRequest<UpBody>),
+}
+
+impl Sender {
+    fn is_ready(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_ready(),
+            Sender::H2(s) => s.is_ready(),
+        }
+    }
+    fn is_closed(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
+        }
+    }
+    async fn ready(&mut self) -> Result<(), hyper::Error> {
+        match self {
+            Sender::H1(s) => s.ready().await,
+            Sender::H2(s) => s.ready().await,
+        }
+    }
+    pub(super) fn is_h2(&self) -> bool {
+        matches!(self, Sender::H2(_))
+    }
+    /// Sends; a request that was never started comes back in `Err(Ok(req))`.
+    pub(super) async fn try_send(
+        &mut self,
+        req: Request<UpBody>,
+    ) -> Result<Response<Incoming>, Result<Request<UpBody>, hyper::Error>> {
+        let r = match self {
+            Sender::H1(s) => s.try_send_request(req).await,
+            Sender::H2(s) => s.try_send_request(req).await,
+        };
+        r.map_err(|mut e| match e.take_message() {
+            Some(req) => Ok(req),
+            None => Err(e.into_error()),
+        })
+    }
+}
+
+impl Pool {
+    /// An idle, ready connection to one of `addrs`, if there is one.
+    pub(super) fn take(
+        &self,
+        addrs: &[CheckedAddr],
+        tls: &Option<Arc<str>>,
+    ) -> Option<(Sender, CheckedAddr)> {
+        // A std Mutex: held only for a map lookup, never across an await.
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        for a in addrs {
+            if let Some(list) = idle.get_mut(&(a.addr(), tls.clone())) {
+                while let Some((sender, since)) = list.pop() {
+                    if since.elapsed() < POOL_IDLE && sender.is_ready() {
+                        return Some((sender, *a));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Drops every idle connection (a reload may no longer allow them).
+    pub fn clear(&self) {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Returns a connection once it is ready for another request.
+    pub(super) fn put(self: &Arc<Self>, key: PoolKey, mut sender: Sender) {
+        let pool = self.clone();
+        tokio::spawn(async move {
+            let ready = tokio::time::timeout(Duration::from_secs(5), sender.ready()).await;
+            if !matches!(ready, Ok(Ok(()))) {
+                return;
+            }
+            let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let list = idle.entry(key).or_default();
+            list.retain(|(s, t)| !s.is_closed() && t.elapsed() < POOL_IDLE);
+            if list.len() < POOL_PER_ADDR {
+                list.push((sender, Instant::now()));
+            }
+        });
+    }
+}
+
+/// A TCP connection dialled for a CONNECT before it was answered, kept for
+/// the tunnel's first intercepted request.
+pub type Spare = std::sync::Mutex<Option<(TcpStream, CheckedAddr)>>;
+
+/// Dials a fresh upstream connection: TCP, then TLS (verified for `tls`)
+/// when the origin is HTTPS, then HTTP/2 or HTTP/1.1 as ALPN says.
+pub(super) async fn connect(
+    shared: &crate::server::Shared,
+    permit: &Permit,
+    addrs: &[CheckedAddr],
+    tls: &Option<Arc<str>>,
+    timeout: Duration,
+    spare: Option<&Spare>,
+) -> Result<(Sender, CheckedAddr), DialError> {
+    let reused = spare.and_then(|s| {
+        let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
+        match s.take() {
+            Some((stream, addr)) if addrs.contains(&addr) => Some((stream, addr)),
+            _ => None,
+        }
+    });
+    let (stream, addr) = match reused {
+        Some(x) => x,
+        None => tunnel::dial(permit, addrs, timeout).await?,
+    };
+    let handshake_err = |e: hyper::Error| DialError {
+        rule: Rule::UpstreamFailed,
+        message: format!("HTTP handshake with {} failed: {e}", addr.addr()),
+    };
+    let Some(name) = tls else {
+        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(handshake_err)?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(error = %e, "upstream connection ended with an error");
+            }
+        });
+        return Ok((Sender::H1(sender), addr));
+    };
+    let tls_stream = shared
+        .tls
+        .load_full()
+        .connect(name, stream, timeout)
+        .await?;
+    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let io = TokioIo::new(tls_stream);
+    if h2 {
+        let (sender, conn) =
+            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .timer(hyper_util::rt::TokioTimer::new())
+                .handshake(io)
+                .await
+                .map_err(handshake_err)?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "upstream h2 connection ended with an error");
+            }
+        });
+        Ok((Sender::H2(sender), addr))
+    } else {
+        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .handshake(io)
+            .await
+            .map_err(handshake_err)?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(error = %e, "upstream connection ended with an error");
+            }
+        });
+        Ok((Sender::H1(sender), addr))
+    }
+}
