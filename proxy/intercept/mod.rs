@@ -321,6 +321,8 @@ async fn relay_opaque(
     if upstream.write_all(&first).await.is_err() {
         return;
     }
+    // Not held for the tunnel's life: a relaying tunnel keeps no buffers.
+    drop(first);
     let idle = limits.tunnel_idle_timeout;
     // The client side is already counted (peeked bytes included).
     let (client, up) = client.into_parts();
