@@ -756,6 +756,39 @@ fn loadavg() -> String {
         .to_string()
 }
 
+/// The machine-wide CPU tick counters (the `cpu` line of /proc/stat).
+fn cpu_ticks() -> Vec<u64> {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect()
+}
+
+/// Busy and stolen shares of the CPU between two `cpu_ticks` readings:
+/// steal is time the hypervisor gave to other guests, which slows every
+/// path of the run alike.
+fn cpu_shares(before: &[u64], after: &[u64]) -> String {
+    let d: Vec<u64> = after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
+    let total: u64 = d.iter().sum::<u64>().max(1);
+    let at = |i: usize| d.get(i).copied().unwrap_or(0) as f64 * 100.0 / total as f64;
+    // user nice system idle iowait irq softirq steal
+    format!(
+        "CPU busy {:.0} %, idle {:.0} %, stolen by the hypervisor {:.0} %",
+        100.0 - at(3) - at(4) - at(7),
+        at(3) + at(4),
+        at(7)
+    )
+}
+
 /// `BENCH_ONLY=connect,taint` runs just those scenarios (keepalive,
 /// connect, churn, passthrough, intercept, taint, idle); unset runs all.
 fn only(scenario: &str) -> bool {
@@ -772,6 +805,7 @@ fn main() {
         .args(["--pid", &pid, "--nofile=65536:65536"])
         .status();
     let started = Instant::now();
+    let ticks_at_start = cpu_ticks();
     println!("# sluice benchmark\n");
     println!(
         "machine: {} cores, load average at start {}",
@@ -985,8 +1019,9 @@ fn main() {
 
     table.print();
     println!(
-        "\nload average at end {}; total {:.0} s",
+        "\nload average at end {}; total {:.0} s; {}",
         loadavg(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        cpu_shares(&ticks_at_start, &cpu_ticks())
     );
 }
