@@ -251,9 +251,14 @@ async fn handle(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Response<Proxy
 }
 
 pub fn strip_sluice_headers(h: &mut http::HeaderMap) {
+    remove_prefixed(h, "sluice-");
+}
+
+/// Removes every header whose (lower-case) name starts with `prefix`.
+pub fn remove_prefixed(h: &mut http::HeaderMap, prefix: &str) {
     let names: Vec<_> = h
         .keys()
-        .filter(|k| k.as_str().starts_with("sluice-"))
+        .filter(|k| k.as_str().starts_with(prefix))
         .cloned()
         .collect();
     for n in names {

@@ -103,7 +103,6 @@ async fn one_way(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     async fn pair() -> (TcpStream, TcpStream) {
@@ -117,30 +116,15 @@ mod tests {
     /// half-close passes through and the other direction goes on.
     #[tokio::test]
     async fn relays_both_ways_with_half_close() {
-        let (mut client, proxy_client) = pair().await;
-        let (proxy_up, mut upstream) = pair().await;
+        let (client, proxy_client) = pair().await;
+        let (proxy_up, upstream) = pair().await;
         let up = std::sync::Arc::new(AtomicU64::new(0));
         let down = std::sync::Arc::new(AtomicU64::new(0));
         let (u2, d2) = (up.clone(), down.clone());
         let relay = tokio::spawn(async move {
             relay(&proxy_client, &proxy_up, Pipes::new().unwrap(), &u2, &d2).await
         });
-        let up_bytes: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-        let down_bytes: Vec<u8> = (0..700_000u32).map(|i| (i % 241) as u8).collect();
-        let (u, d) = (up_bytes.clone(), down_bytes.clone());
-        let client_side = tokio::spawn(async move {
-            client.write_all(&u).await.unwrap();
-            client.shutdown().await.unwrap();
-            let mut got = Vec::new();
-            client.read_to_end(&mut got).await.unwrap();
-            got
-        });
-        let mut got = Vec::new();
-        upstream.read_to_end(&mut got).await.unwrap();
-        assert_eq!(got, up_bytes);
-        upstream.write_all(&d).await.unwrap();
-        upstream.shutdown().await.unwrap();
-        assert_eq!(client_side.await.unwrap(), down_bytes);
+        crate::tunnel::tests::half_close_both_ways(client, upstream, 1_000_000, 700_000).await;
         relay.await.unwrap().unwrap();
         assert_eq!(up.load(Ordering::Relaxed), 1_000_000);
         assert_eq!(down.load(Ordering::Relaxed), 700_000);

@@ -415,23 +415,26 @@ impl AsyncWrite for ClientIo {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// Bytes both ways, larger than a buffer, arrive intact; each side's
-    /// end is passed on as a half-close; the relay ends when both have.
-    #[tokio::test]
-    async fn relays_both_ways_with_half_close() {
-        let (mut client, proxy_client) = tokio::io::duplex(4096);
-        let (proxy_up, mut upstream) = tokio::io::duplex(4096);
-        let relay = tokio::spawn(async move {
-            let (mut a, mut b) = (proxy_client, proxy_up);
-            copy_both(&mut a, &mut b).await
-        });
-        let up_bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
-        let down_bytes: Vec<u8> = (0..150_000u32).map(|i| (i % 241) as u8).collect();
-        let (u, d) = (up_bytes.clone(), down_bytes.clone());
+    /// Drives a relay from both ends: the client's bytes reach upstream
+    /// and then its half-close; upstream's bytes still reach the client
+    /// after that; both ends see the other's EOF. Shared by the relays'
+    /// tests (buffered here, spliced in `splice`).
+    pub(crate) async fn half_close_both_ways<C, U>(
+        mut client: C,
+        mut upstream: U,
+        up: usize,
+        down: usize,
+    ) where
+        C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        U: AsyncRead + AsyncWrite + Unpin,
+    {
+        let up_bytes: Vec<u8> = (0..up).map(|i| (i % 251) as u8).collect();
+        let down_bytes: Vec<u8> = (0..down).map(|i| (i % 241) as u8).collect();
+        let u = up_bytes.clone();
         let client_side = tokio::spawn(async move {
             client.write_all(&u).await.unwrap();
             client.shutdown().await.unwrap();
@@ -442,10 +445,22 @@ mod tests {
         let mut got = Vec::new();
         upstream.read_to_end(&mut got).await.unwrap();
         assert_eq!(got, up_bytes, "upstream saw the client's bytes, then EOF");
-        // The other direction still works after the client's half-close.
-        upstream.write_all(&d).await.unwrap();
+        upstream.write_all(&down_bytes).await.unwrap();
         upstream.shutdown().await.unwrap();
         assert_eq!(client_side.await.unwrap(), down_bytes);
+    }
+
+    /// Bytes both ways, larger than a buffer, arrive intact; each side's
+    /// end is passed on as a half-close; the relay ends when both have.
+    #[tokio::test]
+    async fn relays_both_ways_with_half_close() {
+        let (client, proxy_client) = tokio::io::duplex(4096);
+        let (proxy_up, upstream) = tokio::io::duplex(4096);
+        let relay = tokio::spawn(async move {
+            let (mut a, mut b) = (proxy_client, proxy_up);
+            copy_both(&mut a, &mut b).await
+        });
+        half_close_both_ways(client, upstream, 200_000, 150_000).await;
         relay.await.unwrap().unwrap();
     }
 

@@ -63,14 +63,7 @@ fn strip_hop_by_hop(h: &mut HeaderMap, upgrade: bool) {
     for n in HOP_BY_HOP.iter() {
         h.remove(n);
     }
-    let proxy_headers: Vec<HeaderName> = h
-        .keys()
-        .filter(|k| k.as_str().starts_with("proxy-"))
-        .cloned()
-        .collect();
-    for n in proxy_headers {
-        h.remove(n);
-    }
+    conn::remove_prefixed(h, "proxy-");
     if upgrade {
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     } else {

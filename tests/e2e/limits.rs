@@ -6,6 +6,18 @@ use std::time::{Duration, Instant};
 
 use crate::util::*;
 
+/// `n` clients that each send part of a request head and then stall.
+fn slowloris(s: &Sluice, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
+            c.write_all(b"GET http://pkgs.example.com/ HTTP/1.1\r\nX-Slow: ")
+                .unwrap();
+            c
+        })
+        .collect()
+}
+
 #[test]
 fn slowloris_does_not_block_others_and_is_cut_off() {
     let dns = FakeDns::start();
@@ -17,14 +29,7 @@ fn slowloris_does_not_block_others_and_is_cut_off() {
         "[limits]\nheader_timeout_secs = 2\n",
     ));
     // Twenty slow clients, each sending a few header bytes and stalling.
-    let mut slow: Vec<TcpStream> = (0..20)
-        .map(|_| {
-            let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
-            c.write_all(b"GET http://pkgs.example.com/ HTTP/1.1\r\nX-Slow: ")
-                .unwrap();
-            c
-        })
-        .collect();
+    let mut slow = slowloris(&s, 20);
     // A normal client is served at once.
     let started = Instant::now();
     let url = format!("http://pkgs.example.com:{}/", up.port());
@@ -249,14 +254,7 @@ fn ten_thousand_concurrent_connections() {
         "[limits]\nmax_connections_per_task = 20000\nheader_timeout_secs = 120\n",
     ));
     let pid = s.child_id();
-    let rss = || -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-            .unwrap_or(0)
-    };
+    let rss = || rss_kib(pid);
     let before = rss();
     let started = Instant::now();
     let mut held = Vec::with_capacity(n);
@@ -341,14 +339,7 @@ fn slowloris_and_slow_readers_beside_normal_clients() {
     let pid = s.child_id();
     let rss_before = rss_kib(pid);
     // 100 slowloris clients: a partial head each, then nothing.
-    let mut slow: Vec<TcpStream> = (0..100)
-        .map(|_| {
-            let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
-            c.write_all(b"GET http://pkgs.example.com/ HTTP/1.1\r\nX-Slow: ")
-                .unwrap();
-            c
-        })
-        .collect();
+    let mut slow = slowloris(&s, 100);
     // 50 slow readers: each asks for 8 MiB and reads nothing, so sluice's
     // writes to them stall. Backpressure must hold the rest upstream, not in
     // sluice's memory (50 × 8 MiB would be 400 MiB).
