@@ -25,6 +25,7 @@ use serde_json::json;
 
 use crate::config::Intercept;
 use crate::listener::Bound;
+use crate::log::Verdict;
 use crate::policy::{AllowMode, TaintMode};
 use crate::server::Shared;
 
@@ -140,11 +141,7 @@ fn tasks(shared: &Shared) -> serde_json::Value {
                         .unwrap_or_else(|| l.to_string())
                 })
                 .collect();
-            let count = |i: usize| {
-                rt.as_ref()
-                    .map(|r| r.decisions[i].load(std::sync::atomic::Ordering::Relaxed))
-                    .unwrap_or(0)
-            };
+            let count = |v: Verdict| rt.as_ref().map_or(0, |r| r.metrics.verdicts(v));
             json!({
                 "id": t.id,
                 "listen": bound,
@@ -158,9 +155,9 @@ fn tasks(shared: &Shared) -> serde_json::Value {
                 "connections_active": rt.as_ref().map(|r| r.metrics.connections_active.get()).unwrap_or(0),
                 "tunnels_open": rt.as_ref().map(|r| r.tunnels.len()).unwrap_or(0),
                 "decisions": {
-                    "allow": count(0),
-                    "deny": count(1),
-                    "would_deny": count(2),
+                    "allow": count(Verdict::Allow),
+                    "deny": count(Verdict::Deny),
+                    "would_deny": count(Verdict::WouldDeny),
                 },
             })
         })

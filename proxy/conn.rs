@@ -129,14 +129,8 @@ impl ConnCtx {
             generation: ex.generation,
         };
         self.shared.log.access(&rec);
-        let i = match decision {
-            Verdict::Allow => 0,
-            Verdict::Deny => 1,
-            Verdict::WouldDeny => 2,
-        };
-        self.task.decisions[i].fetch_add(1, Ordering::Relaxed);
         let m = &self.task.metrics;
-        m.decision(i, refusal.map(|r| r.rule));
+        m.decision(decision, refusal.map(|r| r.rule));
         m.bytes(bytes.0, bytes.1);
     }
 

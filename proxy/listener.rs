@@ -203,7 +203,8 @@ fn refuse_over_capacity(mut stream: Stream, task: &TaskRuntime, shared: &Shared)
             shared.snapshot.load().limits.max_connections_per_task
         ),
     );
-    task.metrics.decision(1, Some(Rule::OverCapacity));
+    task.metrics
+        .decision(crate::log::Verdict::Deny, Some(Rule::OverCapacity));
     tracing::warn!(task = %task.id, "connection limit reached; refusing with 503");
     let bytes = respond::raw_refusal(&task.id, &refusal);
     tokio::spawn(async move {

@@ -11,6 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::log::Verdict;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DecisionLabels {
     pub task: String,
@@ -156,6 +158,8 @@ pub struct TaskMetrics {
     /// `sluice_decisions_total` by verdict × rule (slot 0: no rule), made on
     /// first use so only series that happened are exported.
     decisions: [std::sync::OnceLock<Counter>; DECISION_SLOTS],
+    /// Decisions by verdict alone (for the admin API's totals).
+    verdicts: [std::sync::atomic::AtomicU64; 3],
     pub bytes_up: Counter,
     pub bytes_down: Counter,
     pub connections_active: Gauge,
@@ -172,6 +176,14 @@ const RULE_SLOTS: usize = crate::policy::Rule::ALL.len() + 1;
 const DECISION_SLOTS: usize = 3 * RULE_SLOTS;
 const VERDICTS: [&str; 3] = ["allow", "deny", "would_deny"];
 
+fn verdict_index(v: Verdict) -> usize {
+    match v {
+        Verdict::Allow => 0,
+        Verdict::Deny => 1,
+        Verdict::WouldDeny => 2,
+    }
+}
+
 impl TaskMetrics {
     pub fn new(m: &Metrics, task: &str) -> TaskMetrics {
         let labels = Metrics::task(task);
@@ -187,6 +199,7 @@ impl TaskMetrics {
             task: task.into(),
             family: m.decisions.clone(),
             decisions: std::array::from_fn(|_| std::sync::OnceLock::new()),
+            verdicts: Default::default(),
             bytes_up: bytes("up"),
             bytes_down: bytes("down"),
             connections_active: m.connections_active.get_or_create(&labels).clone(),
@@ -197,21 +210,27 @@ impl TaskMetrics {
         }
     }
 
-    /// Counts one decision. `verdict` indexes allow, deny, would_deny.
-    pub fn decision(&self, verdict: usize, rule: Option<crate::policy::Rule>) {
-        let r = rule.map_or(0, |r| r as usize + 1);
-        let slot = verdict.min(2) * RULE_SLOTS + r;
+    /// Counts one decision.
+    pub fn decision(&self, verdict: Verdict, rule: Option<crate::policy::Rule>) {
+        let v = verdict_index(verdict);
+        self.verdicts[v].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let slot = v * RULE_SLOTS + rule.map_or(0, |r| r as usize + 1);
         self.decisions[slot]
             .get_or_init(|| {
                 self.family
                     .get_or_create(&DecisionLabels {
                         task: self.task.to_string(),
-                        decision: VERDICTS[verdict.min(2)].to_string(),
+                        decision: VERDICTS[v].to_string(),
                         rule: rule.map_or("", |r| r.as_str()).to_string(),
                     })
                     .clone()
             })
             .inc();
+    }
+
+    /// Decisions so far with this verdict.
+    pub fn verdicts(&self, verdict: Verdict) -> u64 {
+        self.verdicts[verdict_index(verdict)].load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Counts relayed bytes (up: to the upstream, down: to the client).
@@ -263,9 +282,12 @@ mod tests {
     fn task_handles_count_into_the_families() {
         let m = Metrics::new();
         let t = TaskMetrics::new(&m, "t");
-        t.decision(0, None);
-        t.decision(0, None);
-        t.decision(2, Some(crate::policy::Rule::UntrustedTarget));
+        t.decision(Verdict::Allow, None);
+        t.decision(Verdict::Allow, None);
+        t.decision(
+            Verdict::WouldDeny,
+            Some(crate::policy::Rule::UntrustedTarget),
+        );
         t.bytes(5, 0);
         t.connections_active.inc();
         let text = m.render();

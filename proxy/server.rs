@@ -41,8 +41,6 @@ pub struct TaskRuntime {
     pub taint: Arc<TaintStore>,
     /// Open tunnels, so a new taint or a reload can close them.
     pub tunnels: TunnelRegistry,
-    /// Decisions so far: allow, deny, would_deny (for the admin API).
-    pub decisions: [std::sync::atomic::AtomicU64; 3],
     /// This task's metric handles (no label work on the hot path).
     pub metrics: TaskMetrics,
 }
@@ -74,7 +72,6 @@ impl TaskRuntime {
             pool: Arc::new(Pool::default()),
             taint: Arc::new(store),
             tunnels: TunnelRegistry::default(),
-            decisions: Default::default(),
             metrics: task_metrics,
         }
     }

@@ -8,14 +8,8 @@ use crate::util::*;
 
 #[test]
 fn allowed_connect_relays_both_ways_and_logs_bytes() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "",
-    ));
+    let (_dns, s) = pkgs_sluice(&up, "", "");
     let size = 10 * 1024 * 1024;
     let url = format!("http://pkgs.example.com:{}/big?n={size}", up.port());
     let file = s.dir.path().join("tunnel.bin");
@@ -95,14 +89,8 @@ fn connect_half_close_is_passed_on() {
 
 #[test]
 fn connect_not_allowed_is_refused_before_dialling() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "",
-    ));
+    let (_dns, s) = pkgs_sluice(&up, "", "");
     let url = format!("http://other.example.com:{}/", up.port());
     let out = curl(&[
         "-p",
@@ -152,14 +140,8 @@ fn connect_to_dead_upstream_is_502_before_200() {
 
 #[test]
 fn connect_bad_authorities_are_bad_target() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "",
-    ));
+    let (_dns, s) = pkgs_sluice(&up, "", "");
     let p = up.port();
     let cases = [
         ("no port", "pkgs.example.com".to_string()),

@@ -18,14 +18,6 @@ fn setup() -> (FakeDns, Upstream, Sluice) {
     (dns, up, s)
 }
 
-fn get_via(s: &Sluice, url: &str, extra: &[&str]) -> Answer {
-    let proxy = s.proxy(0);
-    let mut args = vec!["-i", "-x", proxy.as_str()];
-    args.extend_from_slice(extra);
-    args.push(url);
-    answer(&curl(&args))
-}
-
 #[test]
 fn not_allowed_hosts_are_refused() {
     let (_dns, up, s) = setup();
@@ -42,7 +34,7 @@ fn not_allowed_hosts_are_refused() {
         ("other port", "http://pkgs.example.com:1/".to_string()),
     ];
     for (what, url) in &cases {
-        let a = get_via(&s, url, &[]);
+        let a = via(&s, url, &[]);
         assert_refused(&a, 403, "not-allowed");
         let body = String::from_utf8_lossy(&a.body);
         assert!(
@@ -82,7 +74,7 @@ fn ip_literals_in_every_spelling_are_refused() {
         // --request-target sends the spelling untouched (curl would
         // normalise it in a URL).
         let target = format!("http://{sp}:{p}/");
-        let a = get_via(&s, &front, &["--request-target", &target]);
+        let a = via(&s, &front, &["--request-target", &target]);
         assert_refused(&a, 403, "ip-literal");
         // And as a CONNECT authority.
         let ans = raw(
@@ -105,7 +97,7 @@ fn private_addresses_are_refused() {
     let cfg = config(&dns, &[format!("pkgs.example.com:{}", up.port())], "", "")
         .replace("allow_private = [\"127.0.0.0/8\"]", "");
     let s = Sluice::start(&cfg);
-    let a = get_via(&s, &format!("http://pkgs.example.com:{}/", up.port()), &[]);
+    let a = via(&s, &format!("http://pkgs.example.com:{}/", up.port()), &[]);
     assert_refused(&a, 403, "private-address");
     assert!(String::from_utf8_lossy(&a.body).contains("127.0.0.1, a loopback address"));
     let ans = raw(
@@ -121,7 +113,7 @@ fn private_addresses_are_refused() {
 #[test]
 fn metadata_address_is_refused_and_mixed_answers_dial_only_checked_ones() {
     let (_dns, up, s) = setup();
-    let a = get_via(
+    let a = via(
         &s,
         &format!(
             "http://metadata.example.com:{}/latest/meta-data/",
@@ -134,7 +126,7 @@ fn metadata_address_is_refused_and_mixed_answers_dial_only_checked_ones() {
     assert_eq!(up.conns(), 0);
     // mixed.example.com answers 10.1.2.3 (not in allow_private) and
     // 127.0.0.1 (in it): only the checked one is dialled.
-    let a = get_via(&s, &format!("http://mixed.example.com:{}/", up.port()), &[]);
+    let a = via(&s, &format!("http://mixed.example.com:{}/", up.port()), &[]);
     assert_eq!(a.status, 200);
     assert_eq!(up.conns(), 1);
 }
@@ -149,7 +141,7 @@ fn sluice_itself_is_refused() {
     let cfg = config(&dns, &[format!("pkgs.example.com:{port}")], "", "")
         .replace("tcp:127.0.0.1:0", &format!("tcp:127.0.0.1:{port}"));
     let s = Sluice::start(&cfg);
-    let a = get_via(&s, &format!("http://pkgs.example.com:{port}/"), &[]);
+    let a = via(&s, &format!("http://pkgs.example.com:{port}/"), &[]);
     assert_refused(&a, 403, "private-address");
     assert!(String::from_utf8_lossy(&a.body).contains("sluice itself"));
 }
@@ -164,11 +156,11 @@ fn host_mismatch_is_refused() {
         "pkgs.example.com:1".to_string(),
         "evil.example".to_string(),
     ] {
-        let a = get_via(&s, &url, &["-H", &format!("Host: {host}")]);
+        let a = via(&s, &url, &["-H", &format!("Host: {host}")]);
         assert_refused(&a, 403, "host-mismatch");
     }
     // Same host in another case, with a trailing dot: not a mismatch.
-    let a = get_via(&s, &url, &["-H", &format!("Host: PKGS.example.com.:{p}")]);
+    let a = via(&s, &url, &["-H", &format!("Host: PKGS.example.com.:{p}")]);
     assert_eq!(a.status, 200);
     assert_eq!(up.requests().len(), 1);
     // CONNECT with a different Host header.
@@ -225,14 +217,14 @@ fn malformed_targets_are_bad_target() {
     );
     assert_eq!(up.conns(), 0);
     // sluice keeps serving.
-    let a = get_via(&s, &format!("http://pkgs.example.com:{p}/"), &[]);
+    let a = via(&s, &format!("http://pkgs.example.com:{p}/"), &[]);
     assert_eq!(a.status, 200);
 }
 
 #[test]
 fn dns_failure_is_502() {
     let (dns, up, s) = setup();
-    let a = get_via(
+    let a = via(
         &s,
         &format!("http://nxdomain.example.com:{}/", up.port()),
         &[],
@@ -266,8 +258,8 @@ fn dead_upstream_is_502_and_others_still_served() {
         "",
         "",
     ));
-    let a = get_via(&s, &format!("http://pkgs.example.com:{port}/"), &[]);
+    let a = via(&s, &format!("http://pkgs.example.com:{port}/"), &[]);
     assert_refused(&a, 502, "upstream-failed");
-    let a = get_via(&s, &format!("http://other.example.com:{}/", up.port()), &[]);
+    let a = via(&s, &format!("http://other.example.com:{}/", up.port()), &[]);
     assert_eq!(a.status, 200);
 }

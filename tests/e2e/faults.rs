@@ -70,12 +70,7 @@ fn silent_upstream_gets_504_and_others_are_unaffected() {
     // Meanwhile another client is served at once.
     thread::sleep(Duration::from_millis(200));
     let started = Instant::now();
-    let a = answer(&curl(&[
-        "-i",
-        "-x",
-        &proxy,
-        &format!("http://other.example.com:{}/", up.port()),
-    ]));
+    let a = via(&s, &format!("http://other.example.com:{}/", up.port()), &[]);
     assert_eq!(a.status, 200);
     assert!(started.elapsed() < Duration::from_millis(800));
     let (a, took) = slow.join().unwrap();
@@ -145,12 +140,7 @@ fn upstream_reset_mid_response_and_mid_upload() {
         "mid-upload reset: {code}"
     );
     // sluice keeps serving, and logged both exchanges.
-    let a = answer(&curl(&[
-        "-i",
-        "-x",
-        &proxy,
-        &format!("http://other.example.com:{}/", up.port()),
-    ]));
+    let a = via(&s, &format!("http://other.example.com:{}/", up.port()), &[]);
     assert_eq!(a.status, 200);
     let row = last_row_for(&s, "t", "pkgs.example.com");
     assert_eq!(row["bytes_down"], 10);
@@ -196,12 +186,11 @@ fn dns_that_times_out_or_answers_garbage_is_dns_failed() {
         );
         let s = Sluice::start(&cfg);
         let started = Instant::now();
-        let a = answer(&curl(&[
-            "-i",
-            "-x",
-            &s.proxy(0),
+        let a = via(
+            &s,
             &format!("http://unresolvable.example.com:{}/", up.port()),
-        ]));
+            &[],
+        );
         assert_refused_task(&a, 502, "dns-failed", what);
         assert!(
             started.elapsed() < Duration::from_secs(12),
@@ -276,21 +265,10 @@ fn full_disk_keeps_policy_enforced_and_reports_it() {
     let path = dir.path().join("sluice.toml");
     std::fs::write(&path, cfg).unwrap();
     let s = Sluice::start_in(dir, path);
-    let proxy = s.proxy(0);
     for _ in 0..50 {
-        let a = answer(&curl(&[
-            "-i",
-            "-x",
-            &proxy,
-            &format!("http://pkgs.example.com:{}/", up.port()),
-        ]));
+        let a = via(&s, &format!("http://pkgs.example.com:{}/", up.port()), &[]);
         assert_eq!(a.status, 200);
-        let a = answer(&curl(&[
-            "-i",
-            "-x",
-            &proxy,
-            &format!("http://other.example.com:{}/", up.port()),
-        ]));
+        let a = via(&s, &format!("http://other.example.com:{}/", up.port()), &[]);
         assert_refused(&a, 403, "not-allowed");
     }
     assert_eq!(up.requests().len(), 50, "refusals stayed refusals");

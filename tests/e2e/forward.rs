@@ -4,14 +4,8 @@ use crate::util::*;
 
 #[test]
 fn allowed_get_arrives_intact_and_is_logged() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "",
-    ));
+    let (_dns, s) = pkgs_sluice(&up, "", "");
     let url = format!("http://pkgs.example.com:{}/index.html?q=1", up.port());
     let out = curl(&[
         "-i",
@@ -78,14 +72,8 @@ fn allowed_get_arrives_intact_and_is_logged() {
 
 #[test]
 fn ten_mib_upload_and_download_arrive_intact() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "",
-    ));
+    let (_dns, s) = pkgs_sluice(&up, "", "");
     let size = 10 * 1024 * 1024;
     let data = pattern(size);
     let file = s.dir.path().join("upload.bin");
@@ -132,14 +120,8 @@ fn ten_mib_upload_and_download_arrive_intact() {
 
 #[test]
 fn expect_100_continue_works() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "",
-    ));
+    let (_dns, s) = pkgs_sluice(&up, "", "");
     let url = format!("http://pkgs.example.com:{}/post", up.port());
     let out = curl(&[
         "-i",
@@ -162,14 +144,8 @@ fn expect_100_continue_works() {
 
 #[test]
 fn keep_alive_requests_are_decided_each_on_its_own() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "",
-    ));
+    let (_dns, s) = pkgs_sluice(&up, "", "");
     // One curl, one client connection, three requests.
     let ok = format!("http://pkgs.example.com:{}/one", up.port());
     let denied = format!("http://other.example.com:{}/two", up.port());

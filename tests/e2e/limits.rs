@@ -20,14 +20,8 @@ fn slowloris(s: &Sluice, n: usize) -> Vec<TcpStream> {
 
 #[test]
 fn slowloris_does_not_block_others_and_is_cut_off() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "[limits]\nheader_timeout_secs = 2\n",
-    ));
+    let (_dns, s) = pkgs_sluice(&up, "", "[limits]\nheader_timeout_secs = 2\n");
     // Twenty slow clients, each sending a few header bytes and stalling.
     let mut slow = slowloris(&s, 20);
     // A normal client is served at once.
@@ -64,14 +58,8 @@ fn slowloris_does_not_block_others_and_is_cut_off() {
 
 #[test]
 fn connection_cap_answers_503() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "[limits]\nmax_connections_per_task = 2\n",
-    ));
+    let (_dns, s) = pkgs_sluice(&up, "", "[limits]\nmax_connections_per_task = 2\n");
     let held: Vec<TcpStream> = (0..2)
         .map(|_| TcpStream::connect(s.proxy_addr()).unwrap())
         .collect();
@@ -103,14 +91,8 @@ fn connection_cap_answers_503() {
 
 #[test]
 fn sigterm_drains_in_flight_requests_and_flushes_the_log() {
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let mut s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "",
-        "",
-    ));
+    let (_dns, mut s) = pkgs_sluice(&up, "", "");
     // A tunnel that is open when SIGTERM arrives keeps working until the
     // client closes it, within the drain period.
     let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
@@ -245,14 +227,12 @@ fn ten_thousand_concurrent_connections() {
         return;
     }
     let n = 10_000;
-    let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
+    let (_dns, s) = pkgs_sluice(
+        &up,
         "",
         "[limits]\nmax_connections_per_task = 20000\nheader_timeout_secs = 120\n",
-    ));
+    );
     let pid = s.child_id();
     let rss = || rss_kib(pid);
     let before = rss();

@@ -85,15 +85,7 @@ fn requests_to(up: &Upstream, host: &str) -> usize {
 
 fn fetch(s: &Sluice, up: &Upstream, path: &str) -> Answer {
     let url = format!("http://docs.example.com:{}{path}", up.port());
-    answer(&curl(&["-i", "-x", &s.proxy(0), &url]))
-}
-
-fn post(s: &Sluice, url: &str, extra: &[&str]) -> Answer {
-    let proxy = s.proxy(0);
-    let mut args = vec!["-i", "-x", proxy.as_str()];
-    args.extend_from_slice(extra);
-    args.push(url);
-    answer(&curl(&args))
+    via(s, &url, &[])
 }
 
 #[test]
@@ -104,7 +96,7 @@ fn fetched_page_taints_host_and_body_requests_are_refused() {
     let paste = format!("http://paste.example.com:{p}/new");
 
     // Before the page is read, paste.example.com takes a POST.
-    let a = post(&s, &paste, &["--data-binary", "before"]);
+    let a = via(&s, &paste, &["--data-binary", "before"]);
     assert_eq!(a.status, 200);
     assert_eq!(requests_to(&up, "paste.example.com"), 1);
 
@@ -113,7 +105,7 @@ fn fetched_page_taints_host_and_body_requests_are_refused() {
     assert_eq!(a.body, PAGE.as_bytes(), "the page is relayed unchanged");
 
     // Now a POST with a body is refused, naming where the taint came from.
-    let a = post(&s, &paste, &["--data-binary", "SECRET=hunter2"]);
+    let a = via(&s, &paste, &["--data-binary", "SECRET=hunter2"]);
     assert_refused(&a, 403, "untrusted-target");
     let text = String::from_utf8_lossy(&a.body);
     assert!(
@@ -135,13 +127,13 @@ fn fetched_page_taints_host_and_body_requests_are_refused() {
     );
 
     // Chunked upload and PUT: refused too.
-    let a = post(
+    let a = via(
         &s,
         &paste,
         &["-H", "Transfer-Encoding: chunked", "--data-binary", "x"],
     );
     assert_refused(&a, 403, "untrusted-target");
-    let a = post(&s, &paste, &["-X", "PUT", "--data-binary", "x"]);
+    let a = via(&s, &paste, &["-X", "PUT", "--data-binary", "x"]);
     assert_refused(&a, 403, "untrusted-target");
     // WebSocket upgrade: refused.
     let ans = raw(
@@ -180,16 +172,16 @@ fn fetched_page_taints_host_and_body_requests_are_refused() {
     assert_eq!(requests_to(&up, "paste.example.com"), 1);
 
     // Requests without a body still pass: GET, HEAD, an empty POST.
-    assert_eq!(post(&s, &paste, &[]).status, 200);
-    assert_eq!(post(&s, &paste, &["-I"]).status, 200);
+    assert_eq!(via(&s, &paste, &[]).status, 200);
+    assert_eq!(via(&s, &paste, &["-I"]).status, 200);
     assert_eq!(
-        post(&s, &paste, &["-X", "POST", "-H", "Content-Length: 0"]).status,
+        via(&s, &paste, &["-X", "POST", "-H", "Content-Length: 0"]).status,
         200
     );
     assert_eq!(requests_to(&up, "paste.example.com"), 4);
 
     // A POST to an allowed host nobody named passes.
-    let a = post(
+    let a = via(
         &s,
         &format!("http://other.example.com:{p}/"),
         &["--data-binary", "ok"],
@@ -222,7 +214,7 @@ fn gzip_page_and_location_header_taint() {
         gzip(PAGE.as_bytes()),
         "the client gets the original encoded bytes"
     );
-    let a = post(
+    let a = via(
         &s,
         &format!("http://paste.example.com:{p}/"),
         &["--data-binary", "x"],
@@ -231,7 +223,7 @@ fn gzip_page_and_location_header_taint() {
 
     let a = fetch(&s, &up, "/moved");
     assert_eq!(a.status, 302);
-    let a = post(
+    let a = via(
         &s,
         &format!("http://redirected.example.net:{p}/"),
         &["--data-binary", "x"],
@@ -249,7 +241,7 @@ fn shadow_mode_allows_and_logs_would_deny() {
     let (_dns, s) = start(&up, "[task.taint]\nmode = \"shadow\"\n");
     let p = up.port();
     fetch(&s, &up, "/readme");
-    let a = post(
+    let a = via(
         &s,
         &format!("http://paste.example.com:{p}/"),
         &["--data-binary", "x"],
@@ -271,7 +263,7 @@ fn off_mode_neither_scans_nor_checks() {
     let (_dns, s) = start(&up, "[task.taint]\nmode = \"off\"\n");
     let p = up.port();
     fetch(&s, &up, "/readme");
-    let a = post(
+    let a = via(
         &s,
         &format!("http://paste.example.com:{p}/"),
         &["--data-binary", "x"],
@@ -291,7 +283,7 @@ fn exempt_hosts_are_never_tainted() {
     let (_dns, s) = start(&up, "[task.taint]\nexempt = [\"paste.example.com\"]\n");
     let p = up.port();
     fetch(&s, &up, "/readme");
-    let a = post(
+    let a = via(
         &s,
         &format!("http://paste.example.com:{p}/"),
         &["--data-binary", "x"],
@@ -313,7 +305,7 @@ fn taint_survives_a_hard_restart() {
         "{rows:?}"
     );
     s.kill_and_restart();
-    let a = post(
+    let a = via(
         &s,
         &format!("http://paste.example.com:{p}/"),
         &["--data-binary", "x"],
@@ -390,7 +382,7 @@ fn a_flood_of_distinct_hosts_stays_bounded_and_fails_closed() {
     s.wait_line(|l| l.contains("taint-overflow"));
     // Fails closed: a body to any non-exempt host is refused, even one no
     // page named; bodiless requests still pass.
-    let a = post(
+    let a = via(
         &s,
         &format!("http://other.example.com:{p}/"),
         &["--data-binary", "x"],
@@ -398,7 +390,7 @@ fn a_flood_of_distinct_hosts_stays_bounded_and_fails_closed() {
     assert_refused(&a, 403, "untrusted-target");
     assert!(String::from_utf8_lossy(&a.body).contains("taint set is full"));
     assert_eq!(
-        post(&s, &format!("http://other.example.com:{p}/"), &[]).status,
+        via(&s, &format!("http://other.example.com:{p}/"), &[]).status,
         200
     );
     assert_eq!(requests_to(&up, "other.example.com"), 1);

@@ -449,6 +449,19 @@ pub fn wait_rows(path: &Path, n: usize) -> Vec<Value> {
     }
 }
 
+/// A fake DNS server and sluice with one task `t` allowing
+/// pkgs.example.com on `up`'s port (the most common test setup).
+pub fn pkgs_sluice(up: &Upstream, extra_task: &str, extra_top: &str) -> (FakeDns, Sluice) {
+    let dns = FakeDns::start();
+    let s = Sluice::start(&config(
+        &dns,
+        &[format!("pkgs.example.com:{}", up.port())],
+        extra_task,
+        extra_top,
+    ));
+    (dns, s)
+}
+
 /// A standard test config: one task `t` whose names are pinned to
 /// 127.0.0.1, with loopback allowed as a private range.
 pub fn config(dns: &FakeDns, allow: &[String], extra_task: &str, extra_top: &str) -> String {
@@ -568,6 +581,16 @@ pub fn raw(addr: &str, request: &[u8]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// A request through sluice's first listener with curl (`-i`, so the
+/// answer has its head), `extra` arguments before the URL.
+pub fn via(s: &Sluice, url: &str, extra: &[&str]) -> Answer {
+    let proxy = s.proxy(0);
+    let mut args = vec!["-i", "-x", proxy.as_str()];
+    args.extend_from_slice(extra);
+    args.push(url);
+    answer(&curl(&args))
 }
 
 /// Asserts a refusal: status, rule header, task header, sentence.
