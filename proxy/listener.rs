@@ -53,14 +53,24 @@ impl Bound {
 
     /// Adds this listener's address to sluice's own addresses.
     pub fn record_own(&self, own: &mut OwnAddrs) {
-        if let Bound::Tcp(l) = self {
-            if let Ok(a) = l.local_addr() {
-                if a.ip().is_unspecified() {
-                    own.any_ip_ports.insert(a.port());
-                } else {
-                    own.exact.insert(a);
-                }
-            }
+        if let Some(a) = self.local_tcp() {
+            own.add_listener(a);
+        }
+    }
+}
+
+/// The addresses of this machine's interfaces, canonical, for
+/// `OwnAddrs::machine`. An error leaves the set empty (non-public
+/// addresses on a wildcard listener's port are refused anyway).
+pub fn machine_ips() -> std::collections::HashSet<std::net::IpAddr> {
+    match if_addrs::get_if_addrs() {
+        Ok(ifs) => ifs
+            .into_iter()
+            .map(|i| crate::policy::addr::canonical(i.ip()))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list the machine's interface addresses");
+            Default::default()
         }
     }
 }
@@ -160,14 +170,9 @@ pub async fn run(
             shared: shared.clone(),
             task: task.clone(),
             client,
+            slot: conn::ConnSlot::new(permit, task.metrics.connections_active.clone()),
         });
-        let gauge = task.metrics.connections_active.clone();
-        gauge.inc();
-        shared.tracker.spawn(async move {
-            conn::serve(stream, ctx).await;
-            gauge.dec();
-            drop(permit);
-        });
+        shared.tracker.spawn(conn::serve(stream, ctx));
     }
     if let Bound::Unix(_, path) = &listener {
         let _ = std::fs::remove_file(path);

@@ -92,25 +92,38 @@ enum Msg {
     Flush(oneshot::Sender<()>),
 }
 
+/// Lines queued for the writer at most. A disk slower than the decisions
+/// fills the queue instead of memory; past it, lines are dropped, counted
+/// in `sluice_log_write_errors_total` and reported (decisions never wait
+/// on the log, and never depend on it).
+pub const QUEUE_LINES: usize = 65_536;
+
 /// Handle to the log writer. Cheap to clone.
 #[derive(Clone)]
 pub struct AccessLog {
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::Sender<Msg>,
+    errors: Counter,
+    /// When a dropped line was last reported (seconds since the epoch).
+    last_drop_report: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl AccessLog {
     /// Starts the writer task for `<state_dir>/tasks/<id>/*.jsonl`.
     /// Failed writes are counted in `errors`.
     pub fn spawn(state_dir: &Path, settings: LogSettings, errors: Counter) -> AccessLog {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(QUEUE_LINES);
         let writer = Writer {
             dir: state_dir.join("tasks"),
             files: HashMap::new(),
             settings,
-            errors,
+            errors: errors.clone(),
         };
         tokio::spawn(writer.run(rx));
-        AccessLog { tx }
+        AccessLog {
+            tx,
+            errors,
+            last_drop_report: Default::default(),
+        }
     }
 
     pub fn access(&self, rec: &AccessRecord) {
@@ -121,7 +134,11 @@ impl AccessLog {
     pub fn line(&self, task: Arc<str>, file: &'static str, rec: &impl Serialize) {
         match serde_json::to_string(rec) {
             Ok(line) => {
-                let _ = self.tx.send(Msg::Line { task, file, line });
+                if let Err(mpsc::error::TrySendError::Full(_)) =
+                    self.tx.try_send(Msg::Line { task, file, line })
+                {
+                    self.dropped(file);
+                }
             }
             Err(e) => tracing::error!(error = %e, "cannot serialise a log record"),
         }
@@ -130,8 +147,25 @@ impl AccessLog {
     /// Writes out everything queued so far.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
-        if self.tx.send(Msg::Flush(tx)).is_ok() {
+        if self.tx.send(Msg::Flush(tx)).await.is_ok() {
             let _ = rx.await;
+        }
+    }
+
+    /// A line did not fit in the queue: count it, say so once a second.
+    fn dropped(&self, file: &str) {
+        use std::sync::atomic::Ordering;
+        self.errors.inc();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        if self.last_drop_report.swap(now, Ordering::Relaxed) != now {
+            tracing::error!(
+                file,
+                queued = QUEUE_LINES,
+                "the log writer is {QUEUE_LINES} lines behind (a slow or stuck disk); lines are being dropped and counted in sluice_log_write_errors_total"
+            );
         }
     }
 }
@@ -159,7 +193,7 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

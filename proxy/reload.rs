@@ -211,6 +211,7 @@ fn resize(rt: &TaskRuntime, max: usize) {
 /// sluice's own addresses: the admin API and every bound task listener.
 fn own_addrs(shared: &Shared) -> OwnAddrs {
     let mut own = shared.admin_own.clone();
+    own.machine = crate::listener::machine_ips();
     for h in shared
         .listeners
         .lock()
@@ -218,11 +219,7 @@ fn own_addrs(shared: &Shared) -> OwnAddrs {
         .values()
     {
         if let Some(a) = h.local {
-            if a.ip().is_unspecified() {
-                own.any_ip_ports.insert(a.port());
-            } else {
-                own.exact.insert(a);
-            }
+            own.add_listener(a);
         }
     }
     own

@@ -9,8 +9,11 @@ use http_body_util::{BodyExt, Empty, Full};
 
 use crate::policy::Refusal;
 
+/// Why a response body sluice relays ended early.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The body type of every response sluice sends to a client.
-pub type ProxyBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+pub type ProxyBody = http_body_util::combinators::BoxBody<Bytes, BodyError>;
 
 pub fn empty() -> ProxyBody {
     Empty::new().map_err(|never| match never {}).boxed()
@@ -62,6 +65,19 @@ pub fn raw_refusal(task: &str, refusal: &Refusal) -> Vec<u8> {
         refusal.reason,
         refusal.rule.as_str()
     );
+    raw_response(task, refusal, body)
+}
+
+/// The refusal of a request the HTTP parser could not read, written as raw
+/// bytes (hyper never saw a request to answer); `method` and `target` are
+/// the escaped pieces of its request line.
+pub fn raw_request_refusal(task: &str, method: &str, target: &str, refusal: &Refusal) -> Vec<u8> {
+    let mut body = sentence(task, method, target, refusal);
+    body.push('\n');
+    raw_response(task, refusal, body)
+}
+
+fn raw_response(task: &str, refusal: &Refusal, body: String) -> Vec<u8> {
     let status = refusal.rule.status();
     let reason = StatusCode::from_u16(status)
         .ok()

@@ -189,7 +189,10 @@ pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> anyhow::Re
     metrics.config_generation.set(snapshot.generation as i64);
 
     let mut bound: Vec<(ListenAddr, Bound, String)> = Vec::new();
-    let mut own = OwnAddrs::default();
+    let mut own = OwnAddrs {
+        machine: listener::machine_ips(),
+        ..OwnAddrs::default()
+    };
     for task in &snapshot.tasks {
         for addr in &task.listen {
             let b = listener::bind_with_mode(addr, snapshot.unix_mode)

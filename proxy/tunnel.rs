@@ -74,11 +74,26 @@ pub async fn dial(
 pub struct Counted<S> {
     inner: S,
     read: Arc<AtomicU64>,
+    /// Bytes written to it, where the caller wants them counted too.
+    written: Option<Arc<AtomicU64>>,
 }
 
 impl<S> Counted<S> {
     pub fn new(inner: S, read: Arc<AtomicU64>) -> Self {
-        Counted { inner, read }
+        Counted {
+            inner,
+            read,
+            written: None,
+        }
+    }
+
+    /// Counts both directions: reads into `read`, writes into `written`.
+    pub fn both(inner: S, read: Arc<AtomicU64>, written: Arc<AtomicU64>) -> Self {
+        Counted {
+            inner,
+            read,
+            written: Some(written),
+        }
     }
 
     /// The stream and its counter.
@@ -109,7 +124,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let (Poll::Ready(Ok(n)), Some(w)) = (&r, &self.written) {
+            w.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
@@ -122,7 +141,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let (Poll::Ready(Ok(n)), Some(w)) = (&r, &self.written) {
+            w.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        r
     }
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
@@ -320,26 +343,30 @@ pub async fn watch<F: std::future::Future>(
     idle: Duration,
     cancel: &CancellationToken,
 ) -> RelayEnd {
-    tokio::pin!(copy);
+    tokio::select! {
+        _ = copy => RelayEnd::Closed,
+        _ = cancel.cancelled() => RelayEnd::Cancelled,
+        _ = quiet_for(bytes, idle) => RelayEnd::Idle,
+    }
+}
+
+/// Completes once no byte has moved (as counted in `bytes`) for `idle`.
+/// Wakes a few times per `idle`, not per byte.
+pub async fn quiet_for(bytes: &RelayBytes, idle: Duration) {
     let tick = (idle / 4).max(Duration::from_millis(100));
     let mut seen = bytes.total();
     let mut quiet = Duration::ZERO;
     loop {
-        tokio::select! {
-            _ = &mut copy => return RelayEnd::Closed,
-            _ = cancel.cancelled() => return RelayEnd::Cancelled,
-            _ = tokio::time::sleep(tick) => {
-                let now = bytes.total();
-                if now == seen {
-                    quiet += tick;
-                    if quiet >= idle {
-                        return RelayEnd::Idle;
-                    }
-                } else {
-                    seen = now;
-                    quiet = Duration::ZERO;
-                }
+        tokio::time::sleep(tick).await;
+        let now = bytes.total();
+        if now == seen {
+            quiet += tick;
+            if quiet >= idle {
+                return;
             }
+        } else {
+            seen = now;
+            quiet = Duration::ZERO;
         }
     }
 }
@@ -357,9 +384,10 @@ pub enum ClientIo {
 impl ClientIo {
     pub fn from_upgraded(upgraded: hyper::upgrade::Upgraded) -> ClientIo {
         use hyper_util::rt::TokioIo;
-        match upgraded.downcast::<TokioIo<Box<dyn crate::conn::Io>>>() {
+        type Guarded = crate::conn::HeadGuard<Box<dyn crate::conn::Io>>;
+        match upgraded.downcast::<TokioIo<Guarded>>() {
             Ok(parts) => {
-                let io = parts.io.into_inner();
+                let io = parts.io.into_inner().into_inner();
                 let any: &dyn std::any::Any = &*io;
                 if parts.read_buf.is_empty() && any.is::<TcpStream>() {
                     let any: Box<dyn std::any::Any> = io;

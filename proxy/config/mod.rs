@@ -97,7 +97,14 @@ pub struct TaintSettings {
     pub max_hosts: usize,
     /// Decoded bytes scanned per response at most (decompression bombs).
     pub max_scan_bytes: u64,
+    /// Whether a response may taint the host that served it. Excluded by
+    /// default: an API whose JSON links to itself would otherwise refuse
+    /// every later upload to that API, and a host naming itself gives the
+    /// agent nothing it did not already choose.
+    pub self_taint: SelfTaint,
 }
+
+pub use crate::policy::SelfTaint;
 
 /// One task: who arrives on its listeners and what they may reach.
 #[derive(Clone, Debug)]
@@ -718,6 +725,7 @@ impl Validator<'_> {
             exempt: HashSet::new(),
             max_hosts: 100_000,
             max_scan_bytes: 64 * 1024 * 1024,
+            self_taint: SelfTaint::Exclude,
         };
         if let Some(rt) = &raw.taint {
             taint.mode = match rt.mode.as_ref().map(|m| (m, m.get_ref().as_str())) {
@@ -741,6 +749,18 @@ impl Validator<'_> {
                 &key("taint.max_scan_bytes"),
                 taint.max_scan_bytes,
             );
+            taint.self_taint = match rt.self_.as_ref().map(|m| (m, m.get_ref().as_str())) {
+                None | Some((_, "exclude")) => SelfTaint::Exclude,
+                Some((_, "taint")) => SelfTaint::Taint,
+                Some((m, other)) => {
+                    self.problem(
+                        m,
+                        key("taint.self"),
+                        format!("{other:?} is not \"exclude\" or \"taint\""),
+                    );
+                    SelfTaint::Exclude
+                }
+            };
         }
 
         if self.problems.len() > start {

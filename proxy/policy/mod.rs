@@ -11,6 +11,7 @@
 
 pub mod addr;
 pub mod target;
+mod tunnel;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 pub use target::{Host, Target, TargetError};
+pub use tunnel::{decide_opaque, decide_tunnel_start, OpaqueVerdict, TunnelStart};
 
 /// The stable rule ids of SPEC §4 (plus sluice's own capacity rule).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,6 +112,30 @@ pub enum TaintMode {
     Off,
 }
 
+/// `[task.taint] self`: does a response taint the host that served it?
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelfTaint {
+    Exclude,
+    Taint,
+}
+
+/// Does a host name the scanner found in a response join the task's taint
+/// set? Not the host that served the response (unless `self = "taint"`),
+/// and not a single label (`intranet`, or noise such as `b` from a base64
+/// string) unless some task's allow-list names it — a name nobody can
+/// reach is no destination. Exemptions are the store's to apply.
+pub fn worth_tainting(
+    name: &str,
+    served_by: &str,
+    self_taint: SelfTaint,
+    allowed_somewhere: impl Fn(&str) -> bool,
+) -> bool {
+    if self_taint == SelfTaint::Exclude && name == served_by {
+        return false;
+    }
+    name.contains('.') || allowed_somewhere(name)
+}
+
 /// The set of exact `host:port` pairs a task may reach.
 #[derive(Clone, Debug, Default)]
 pub struct AllowList {
@@ -123,6 +149,13 @@ impl AllowList {
 
     pub fn contains(&self, host: &Host, port: u16) -> bool {
         self.entries.contains(&(host.clone(), port))
+    }
+
+    /// Does any entry name this host, on any port?
+    pub fn names(&self, name: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|(h, _)| matches!(h, Host::Name(n) if n == name))
     }
 
     pub fn contains_ip(&self, ip: IpAddr, port: u16) -> bool {
@@ -300,20 +333,40 @@ pub enum Resolution {
     Failed(String),
 }
 
-/// Facts about sluice itself that classification needs.
+/// Facts about sluice itself that classification needs. Addresses are
+/// kept and compared canonically (SPEC §9 "Own addresses"): an
+/// IPv4-mapped, IPv4-compatible or NAT64 form of a listener's address is
+/// that address.
 #[derive(Clone, Debug, Default)]
 pub struct OwnAddrs {
     /// Addresses sluice listens on; refused to every task.
     pub exact: HashSet<SocketAddr>,
     /// Ports sluice listens on with an unspecified address (0.0.0.0, ::).
     pub any_ip_ports: HashSet<u16>,
+    /// The addresses of the machine's interfaces (gathered by the caller):
+    /// a listener on 0.0.0.0 / [::] is reachable on every one of them.
+    pub machine: HashSet<IpAddr>,
 }
 
 impl OwnAddrs {
-    fn contains(&self, addr: SocketAddr) -> bool {
-        self.exact.contains(&addr)
-            || (self.any_ip_ports.contains(&addr.port())
-                && (addr.ip().is_loopback() || addr::classify(addr.ip()).is_err()))
+    /// Records a bound listener's address.
+    pub fn add_listener(&mut self, a: SocketAddr) {
+        let ip = addr::canonical(a.ip());
+        if ip.is_unspecified() {
+            self.any_ip_ports.insert(a.port());
+        } else {
+            self.exact.insert(SocketAddr::new(ip, a.port()));
+        }
+    }
+
+    fn contains(&self, a: SocketAddr) -> bool {
+        let ip = addr::canonical(a.ip());
+        self.exact.contains(&SocketAddr::new(ip, a.port()))
+            || (self.any_ip_ports.contains(&a.port())
+                && (ip.is_loopback()
+                    || ip.is_unspecified()
+                    || self.machine.contains(&ip)
+                    || addr::classify(ip).is_err()))
     }
 }
 

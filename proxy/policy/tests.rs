@@ -225,6 +225,7 @@ fn addr_rule(
     let own = OwnAddrs {
         exact: ["127.0.0.1:3128".parse().unwrap()].into_iter().collect(),
         any_ip_ports: HashSet::new(),
+        machine: HashSet::new(),
     };
     match decide_addresses(r, &t, &res, &own, &taint, body, None) {
         Decision::Allow { addrs, .. } => Ok(addrs.iter().map(|a| a.addr()).collect()),
@@ -403,6 +404,7 @@ fn own_listener_refused_even_when_private_allowed() {
     let own = OwnAddrs {
         exact: ["127.0.0.1:3128".parse().unwrap()].into_iter().collect(),
         any_ip_ports: HashSet::new(),
+        machine: HashSet::new(),
     };
     let d = decide_addresses(&r, &t, &res, &own, &TaintState::Clean, false, None);
     assert!(matches!(
@@ -461,5 +463,106 @@ fn taint_shadow_allows_with_would_deny() {
 fn rule_all_is_in_declaration_order() {
     for (i, r) in Rule::ALL.iter().enumerate() {
         assert_eq!(*r as usize, i, "{}", r.as_str());
+    }
+}
+
+#[test]
+fn worth_tainting_table() {
+    let allowed = |n: &str| n == "intranet";
+    let cases = [
+        (
+            "named elsewhere",
+            "paste.example.com",
+            "docs.example.com",
+            SelfTaint::Exclude,
+            true,
+        ),
+        (
+            "self excluded by default",
+            "api.example.com",
+            "api.example.com",
+            SelfTaint::Exclude,
+            false,
+        ),
+        (
+            "self kept when asked",
+            "api.example.com",
+            "api.example.com",
+            SelfTaint::Taint,
+            true,
+        ),
+        (
+            "base64 fragment single label",
+            "b",
+            "registry.example.com",
+            SelfTaint::Exclude,
+            false,
+        ),
+        (
+            "single label on an allow-list",
+            "intranet",
+            "docs.example.com",
+            SelfTaint::Exclude,
+            true,
+        ),
+        (
+            "subdomain of the server is not self",
+            "evil.api.example.com",
+            "api.example.com",
+            SelfTaint::Exclude,
+            true,
+        ),
+    ];
+    for (what, name, served_by, mode, want) in cases {
+        assert_eq!(
+            worth_tainting(name, served_by, mode, allowed),
+            want,
+            "case {what}"
+        );
+    }
+}
+
+/// Issue 11 finding 8: the admin API on 127.0.0.1 reached as
+/// [::ffff:127.0.0.1] (or ::127.0.0.1, or NAT64) with a wide allow_private.
+#[test]
+fn own_address_in_ipv6_forms_is_refused() {
+    let mut r = rules(&["pkgs.example.com:9901"]);
+    r.allow_private = vec!["::/0".parse().unwrap(), "0.0.0.0/0".parse().unwrap()];
+    let mut own = OwnAddrs::default();
+    own.add_listener("127.0.0.1:9901".parse().unwrap());
+    own.add_listener("[::]:3128".parse().unwrap());
+    own.machine.insert("93.184.215.14".parse().unwrap());
+    let cases = [
+        ("mapped", "::ffff:127.0.0.1", 9901, true),
+        ("compatible", "::127.0.0.1", 9901, true),
+        ("nat64", "64:ff9b::7f00:1", 9901, true),
+        ("plain", "127.0.0.1", 9901, true),
+        ("other port", "127.0.0.1", 9902, false),
+        (
+            "wildcard listener via a public interface address",
+            "93.184.215.14",
+            3128,
+            true,
+        ),
+        (
+            "wildcard listener via its mapped form",
+            "::ffff:93.184.215.14",
+            3128,
+            true,
+        ),
+        ("another public host on that port", "8.8.8.8", 3128, false),
+    ];
+    for (what, ip, port, refused) in cases {
+        let t = parse_authority(&format!("pkgs.example.com:{port}"), None).unwrap();
+        let res = Resolution::Resolved(vec![ip.parse().unwrap()]);
+        let d = decide_addresses(&r, &t, &res, &own, &TaintState::Clean, false, None);
+        let got = matches!(
+            d,
+            Decision::Deny(Refusal {
+                rule: Rule::PrivateAddress,
+                ..
+            })
+        );
+        assert_eq!(got, refused, "case {what}");
     }
 }

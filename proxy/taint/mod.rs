@@ -33,6 +33,20 @@ pub struct TaintRecord {
     pub source: String,
 }
 
+/// The line `taint.jsonl` gets when the set first overflows: the task
+/// then stays failed-closed across restarts and reloads until its state is
+/// cleared by hand (SPEC §9 "Overflow persists").
+#[derive(Debug, Serialize, Deserialize)]
+pub struct OverflowRecord {
+    pub ts: String,
+    pub task: String,
+    /// Always [`OVERFLOW_EVENT`].
+    pub event: String,
+    pub max_hosts: usize,
+}
+
+pub const OVERFLOW_EVENT: &str = "taint-overflow";
+
 /// The outcome of offering a host to the store.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Inserted {
@@ -81,8 +95,13 @@ impl TaintStore {
                             at: r.ts.into(),
                         });
                     }
-                    // A torn last line after a crash, or foreign junk.
-                    Err(_) => bad += 1,
+                    Err(_) => match serde_json::from_str::<OverflowRecord>(line) {
+                        Ok(o) if o.event == OVERFLOW_EVENT => {
+                            store.overflow.store(true, Ordering::Relaxed);
+                        }
+                        // A torn last line after a crash, or foreign junk.
+                        _ => bad += 1,
+                    },
                 }
             }
         }
@@ -124,6 +143,15 @@ impl TaintStore {
         if n >= settings.max_hosts {
             self.count.fetch_sub(1, Ordering::AcqRel);
             let first = !self.overflow.swap(true, Ordering::AcqRel);
+            if first {
+                let rec = OverflowRecord {
+                    ts: crate::log::now_rfc3339(),
+                    task: self.task.to_string(),
+                    event: OVERFLOW_EVENT.into(),
+                    max_hosts: settings.max_hosts,
+                };
+                log.line(self.task.clone(), "taint.jsonl", &rec);
+            }
             return Inserted::Overflow { first };
         }
         let at: Arc<str> = crate::log::now_rfc3339().into();
@@ -284,6 +312,7 @@ mod tests {
             exempt: exempt.iter().map(|s| s.to_string()).collect::<HashSet<_>>(),
             max_hosts: max,
             max_scan_bytes: 1 << 20,
+            self_taint: crate::config::SelfTaint::Exclude,
         }
     }
 
@@ -326,6 +355,11 @@ mod tests {
             reloaded.state("b.example.com", &s),
             TaintState::Tainted(_)
         ));
+        // Regression (issue 11, finding 6): the overflow itself is saved, so
+        // a restart — even with a larger max_hosts — stays failed closed for
+        // the host that was dropped.
+        assert!(reloaded.overflowed());
+        assert_eq!(reloaded.state("c.example.com", &s), TaintState::Overflow);
         // A torn last line (crash mid-write) is skipped, not fatal.
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("{\"ts\":\"2026");

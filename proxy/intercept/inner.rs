@@ -1,0 +1,223 @@
+//! The inside of a tunnel sluice serves as HTTP: TLS terminated with a
+//! leaf from sluice's CA (HTTP/1.1 or HTTP/2 by ALPN), or plain HTTP/1
+//! that a client sent through CONNECT. Every request goes through
+//! `forward::exchange`, the same pipeline as plain HTTP, under the config
+//! in force when it arrives. Must not decide on targets itself.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::LazyConfigAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Limits;
+use crate::conn::{self, ConnCtx, Exchange};
+use crate::forward::{self, Origin, Spare};
+use crate::log::Kind;
+use crate::policy::target::parse_authority;
+use crate::policy::{Refusal, Rule, Target};
+use crate::respond::ProxyBody;
+use crate::tunnel::{self, RelayBytes};
+
+/// How the client speaks inside the tunnel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// TLS, terminated by sluice (intercepted).
+    Https,
+    /// Plain HTTP/1 sent through CONNECT (e.g. undici for `http://` URLs).
+    Http,
+}
+
+impl Scheme {
+    fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Https => "https",
+            Scheme::Http => "http",
+        }
+    }
+    fn default_port(self) -> u16 {
+        match self {
+            Scheme::Https => 443,
+            Scheme::Http => 80,
+        }
+    }
+}
+
+/// One served tunnel.
+pub struct Session {
+    pub ctx: Arc<ConnCtx>,
+    pub target: Arc<Target>,
+    /// The upstream connection dialled for the CONNECT, used first.
+    pub spare: Arc<Spare>,
+    pub scheme: Scheme,
+}
+
+impl Session {
+    /// Serves until the client closes, the session idles past the tunnel
+    /// idle timeout (both directions quiet), a reload revokes it (`stop`)
+    /// or sluice shuts down.
+    pub async fn serve<IO>(
+        self,
+        io: IO,
+        limits: &Limits,
+        bytes: &RelayBytes,
+        stop: CancellationToken,
+    ) where
+        IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        match self.scheme {
+            Scheme::Http => self.serve_http(io, false, limits, bytes, stop).await,
+            Scheme::Https => {
+                let Some(tls) = self.handshake(io, limits).await else {
+                    return;
+                };
+                let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                self.serve_http(tls, h2, limits, bytes, stop).await
+            }
+        }
+    }
+
+    async fn handshake<IO>(
+        &self,
+        io: IO,
+        limits: &Limits,
+    ) -> Option<tokio_rustls::server::TlsStream<IO>>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let server = self.ctx.shared.tls.load().server.clone()?;
+        let acceptor = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
+        let start = tokio::time::timeout(limits.header_timeout, acceptor)
+            .await
+            .ok()?
+            .ok()?;
+        match tokio::time::timeout(limits.header_timeout, start.into_stream(server)).await {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                tracing::info!(task = %self.ctx.task.id, host = %self.target.host, error = %e,
+                    "client TLS handshake failed: does the client trust sluice's CA? (sluice ca show)");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    async fn serve_http<IO>(
+        self,
+        io: IO,
+        h2: bool,
+        limits: &Limits,
+        bytes: &RelayBytes,
+        revoked: CancellationToken,
+    ) where
+        IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let shutdown = self.ctx.shared.shutdown.clone();
+        let idle = tunnel::quiet_for(bytes, limits.tunnel_idle_timeout);
+        tokio::pin!(idle);
+        let session = Arc::new(self);
+        let service = service_fn(move |req: Request<Incoming>| {
+            let session = session.clone();
+            async move { Ok::<_, Infallible>(session.request(req).await) }
+        });
+        let io = TokioIo::new(io);
+        // Revoked by a reload that no longer allows the destination, or
+        // idle: close at once rather than drain.
+        let r = if h2 {
+            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .serve_connection(io, service);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => r,
+                _ = revoked.cancelled() => Ok(()),
+                _ = &mut idle => Ok(()),
+                _ = shutdown.cancelled() => { conn.as_mut().graceful_shutdown(); conn.await }
+            }
+        } else {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(limits.max_header_bytes.max(8192))
+                .serve_connection(io, service)
+                .with_upgrades();
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => r,
+                _ = revoked.cancelled() => Ok(()),
+                _ = &mut idle => Ok(()),
+                _ = shutdown.cancelled() => { conn.as_mut().graceful_shutdown(); conn.await }
+            }
+        };
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "connection inside a tunnel ended with an error");
+        }
+    }
+
+    /// One request inside the tunnel: its authority must be the tunnel's,
+    /// then it goes through the same pipeline as plain HTTP, under the
+    /// config in force now (not the one the tunnel was opened under).
+    async fn request(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
+        let ctx = &self.ctx;
+        let target = &*self.target;
+        let snap = ctx.shared.snapshot.load_full();
+        conn::strip_sluice_headers(req.headers_mut());
+        let path = req.uri().path().to_string();
+        let ex = Exchange {
+            kind: Kind::Intercepted,
+            method: req.method().clone(),
+            host: target.host.to_string(),
+            port: target.port,
+            path: Some(path.clone()),
+            url: forward::source_url(self.scheme.as_str(), target, &path),
+            body: conn::carries_body(req.headers()),
+            started: Instant::now(),
+            generation: snap.generation,
+        };
+        let Some(task) = conn::task_config(ctx, &snap) else {
+            return ctx.refuse(&ex, conn::task_gone());
+        };
+        if req.method() == Method::CONNECT {
+            return ctx.refuse(
+                &ex,
+                Refusal::new(
+                    Rule::BadTarget,
+                    "CONNECT inside a CONNECT tunnel is not allowed",
+                ),
+            );
+        }
+        // An absolute-form request (or HTTP/2 :authority) naming another
+        // authority is a mismatch, as is a Host header that differs.
+        let default_port = self.scheme.default_port();
+        if let Some(auth) = req.uri().authority() {
+            let same = matches!(parse_authority(auth.as_str(), Some(default_port)),
+                Ok(t) if t.host == target.host && t.port == target.port);
+            if !same {
+                return ctx.refuse(
+                    &ex,
+                    Refusal::new(
+                        Rule::HostMismatch,
+                        format!("the request names {auth}, but the tunnel was opened to {target}"),
+                    ),
+                );
+            }
+        }
+        // HTTP/2 clients usually send no Host: the authority was checked above.
+        let hh = conn::host_header(req.headers(), default_port);
+        let origin = Origin {
+            scheme: self.scheme.as_str(),
+            tls: match self.scheme {
+                Scheme::Https => target.host.as_name().map(Arc::from),
+                Scheme::Http => None,
+            },
+            spare: Some(&self.spare),
+        };
+        forward::exchange(ctx.clone(), &snap, task, target, &hh, origin, req, ex).await
+    }
+}
