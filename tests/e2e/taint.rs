@@ -338,8 +338,9 @@ fn open_tunnel_closes_when_its_host_becomes_tainted() {
     let mut buf = [0u8; 512];
     let n = c.read(&mut buf).unwrap();
     assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
-    // Plain bytes make it an opaque tunnel; it works until...
-    write!(c, "GET /x HTTP/1.1\r\nHost: paste.example.com:{p}\r\n\r\n").unwrap();
+    // Bytes sluice does not read as HTTP (a lower-case method, which the
+    // upstream still answers) make it an opaque tunnel; it works until...
+    write!(c, "get /x HTTP/1.1\r\nHost: paste.example.com:{p}\r\n\r\n").unwrap();
     let n = c.read(&mut buf).unwrap();
     assert!(
         buf[..n].starts_with(b"HTTP/1.1 200"),
@@ -389,9 +390,11 @@ fn a_flood_of_distinct_hosts_stays_bounded_and_fails_closed() {
     let a = fetch(&s, &up, "/flood");
     assert_eq!(a.status, 200);
     assert_eq!(a.body.len(), flood_len, "relayed whole");
-    // Bounded: exactly max_hosts lines were persisted.
-    let rows = wait_rows(&s.state().join("tasks/t/taint.jsonl"), 1000);
-    assert_eq!(rows.len(), 1000);
+    // Bounded: exactly max_hosts hosts were persisted, then the overflow.
+    let rows = wait_rows(&s.state().join("tasks/t/taint.jsonl"), 1001);
+    assert_eq!(rows.iter().filter(|r| r["host"].is_string()).count(), 1000);
+    assert_eq!(rows.len(), 1001);
+    assert_eq!(rows[1000]["event"], "taint-overflow");
     s.wait_line(|l| l.contains("taint-overflow"));
     // Fails closed: a body to any non-exempt host is refused, even one no
     // page named; bodiless requests still pass.
