@@ -60,8 +60,8 @@ pub struct Session {
 
 impl Session {
     /// Serves until the client closes, the session idles past the tunnel
-    /// idle timeout (both directions quiet), a reload revokes it (`stop`)
-    /// or sluice shuts down.
+    /// idle timeout (both directions quiet), or a reload or the end of the
+    /// drain period stops it (`stop`).
     pub async fn serve<IO>(
         self,
         io: IO,
@@ -118,7 +118,6 @@ impl Session {
     ) where
         IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
-        let shutdown = self.ctx.shared.shutdown.clone();
         let idle = tunnel::quiet_for(bytes, limits.tunnel_idle_timeout);
         tokio::pin!(idle);
         let session = Arc::new(self);
@@ -128,7 +127,9 @@ impl Session {
         });
         let io = TokioIo::new(io);
         // Revoked by a reload that no longer allows the destination, or
-        // idle: close at once rather than drain.
+        // idle: close at once. On SIGTERM a tunnel, like an opaque one,
+        // keeps serving until its client closes it or the drain period
+        // ends (`revoked` is a child of the hard stop).
         let r = if h2 {
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
@@ -138,7 +139,6 @@ impl Session {
                 r = conn.as_mut() => r,
                 _ = revoked.cancelled() => Ok(()),
                 _ = &mut idle => Ok(()),
-                _ = shutdown.cancelled() => { conn.as_mut().graceful_shutdown(); conn.await }
             }
         } else {
             let conn = hyper::server::conn::http1::Builder::new()
@@ -152,7 +152,6 @@ impl Session {
                 r = conn.as_mut() => r,
                 _ = revoked.cancelled() => Ok(()),
                 _ = &mut idle => Ok(()),
-                _ = shutdown.cancelled() => { conn.as_mut().graceful_shutdown(); conn.await }
             }
         };
         if let Err(e) = r {

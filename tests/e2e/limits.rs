@@ -119,10 +119,13 @@ fn sigterm_drains_in_flight_requests_and_flushes_the_log() {
     drop(c);
     let sluice_exit = s.wait_exit();
     assert_eq!(sluice_exit, Some(0));
-    // The log was flushed on exit.
-    let rows = wait_rows(&s.state().join("tasks/t/access.jsonl"), 1);
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0]["kind"], "connect");
+    // The log was flushed on exit: the request served inside the tunnel,
+    // then the tunnel.
+    let rows = wait_rows(&s.state().join("tasks/t/access.jsonl"), 2);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["kind"], "intercepted");
+    assert_eq!(rows[0]["path"], "/drain");
+    assert_eq!(rows[1]["kind"], "connect");
     // New connections were refused after SIGTERM.
     assert!(TcpStream::connect(s.proxy_addr()).is_err());
 }
