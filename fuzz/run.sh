@@ -12,7 +12,7 @@ export RUSTC_BOOTSTRAP=1
 status=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in target_parse classify taint_scan config_load client_hello; do
+for t in target_parse classify taint_scan config_load client_hello body_decode; do
   echo "== $t ($secs s)"
   mkdir -p "corpus/$t"
   if cargo fuzz run -s none "$t" "corpus/$t" "seeds/$t" -- \

@@ -166,7 +166,7 @@ impl RelayBody {
                     .taint(&scan.task, hosts, &scan.source, &scan.served_by);
             }
             if let Some(why) = skipped {
-                tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan incomplete: {why}");
+                tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan: {why}");
             }
         }
         if let Some(f) = self.finish.take() {

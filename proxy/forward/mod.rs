@@ -463,14 +463,13 @@ pub fn source_url(scheme: &str, target: &Target, path: &str) -> String {
 /// The scanner for a response body: its Content-Encoding lines (undone in
 /// reverse order) and charset decide how the bytes are decoded for it.
 fn body_scanner(h: &HeaderMap, limit: u64) -> BodyScanner {
-    let encodings: Vec<&str> = h
+    let encodings: Vec<&[u8]> = h
         .get_all(header::CONTENT_ENCODING)
         .iter()
-        .map(|v| v.to_str().unwrap_or("(not text)"))
+        .map(|v| v.as_bytes())
         .collect();
-    let content_type = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-    let _ = content_type; // TEMP until the body scanner takes them all
-    BodyScanner::new(encodings.first().copied(), limit)
+    let content_type = h.get(header::CONTENT_TYPE).map(|v| v.as_bytes());
+    BodyScanner::for_response(&encodings, content_type, limit)
 }
 
 /// Host names in a response's headers: every header, not only the

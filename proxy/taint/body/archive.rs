@@ -1,0 +1,255 @@
+//! What the Content-Encoding layers decode to: text, or an archive known by
+//! its magic bytes, opened as it streams so that the text inside it is
+//! scanned and its compressed bytes are not.
+//!
+//! Must not: hold back more than the three bytes that may start a magic
+//! number (none of them can start a host name, so no name is reported
+//! late), buffer a member, or open archives deeper than
+//! [`MAX_ARCHIVE_DEPTH`].
+//!
+//! A plain tar is only known at byte 262 (`ustar` at 257): until then its
+//! first bytes are scanned as text, as they arrive, so that a name in
+//! them is reported before the client has it. A tar header's name field
+//! may so be scanned once; nothing else of its headers is.
+
+use super::codec::{Layer, LayerError};
+use super::tar::Tar;
+use super::zip::Zip;
+use super::{Charset, Flow, Sink, Skipped, Stop, MAX_ARCHIVE_DEPTH};
+
+/// Where a tar header's magic ends.
+const TAR_MAGIC_END: usize = 262;
+
+/// A decoded stream: being sniffed, text, or an archive being read.
+pub(super) enum Content {
+    Sniff(Sniff),
+    Text(Text),
+    Gzip(Box<GzipArchive>),
+    Tar(Box<Tar>),
+    Zip(Box<Zip>),
+}
+
+/// The first bytes of a stream, until they tell an archive from text.
+pub(super) struct Sniff {
+    head: [u8; 4],
+    len: usize,
+    /// Archives around this stream.
+    depth: u8,
+}
+
+/// A text stream; `probe` keeps its first bytes until a tar is ruled out.
+pub(super) struct Text {
+    probe: Option<Vec<u8>>,
+    depth: u8,
+}
+
+/// A gzip file (`.gz`, `.tgz`, `.crate`) inside the body.
+pub(super) struct GzipArchive {
+    layer: Layer,
+    inner: Content,
+}
+
+/// Why an archive reader gave up on its input.
+pub(super) enum Step {
+    Stop,
+    /// The rest (`held`, then the input from `from`) is scanned raw, and
+    /// `why`, if any, is noted.
+    Raw {
+        why: Option<Skipped>,
+        held: Vec<u8>,
+        from: usize,
+    },
+}
+
+impl From<Stop> for Step {
+    fn from(_: Stop) -> Step {
+        Step::Stop
+    }
+}
+
+/// What the first bytes say.
+enum Kind {
+    Gzip,
+    Zip,
+    Text,
+}
+
+impl Content {
+    /// The body's own content: its stream is the sink's first.
+    pub(super) fn top() -> Content {
+        Content::Sniff(Sniff {
+            head: [0; 4],
+            len: 0,
+            depth: 0,
+        })
+    }
+
+    /// A new top-level stream (the raw input of a failed layer).
+    pub(super) fn fresh(sink: &mut Sink, charset: Charset) -> Content {
+        sink.restart(charset);
+        Content::top()
+    }
+
+    /// Raw text from here on.
+    pub(super) fn raw(sink: &mut Sink, charset: Charset) -> Content {
+        sink.restart(charset);
+        Content::Text(Text {
+            probe: None,
+            depth: MAX_ARCHIVE_DEPTH,
+        })
+    }
+
+    /// A member of an archive, `depth` archives deep: a stream of its own.
+    pub(super) fn member(sink: &mut Sink, depth: u8) -> Content {
+        sink.restart(Charset::Auto);
+        Content::Sniff(Sniff {
+            head: [0; 4],
+            len: 0,
+            depth,
+        })
+    }
+
+    pub(super) fn push(&mut self, input: &[u8], sink: &mut Sink) -> Flow {
+        if input.is_empty() {
+            return Ok(());
+        }
+        let r = match self {
+            Content::Sniff(s) => {
+                let (earlier, n, depth) = (s.head, s.len, s.depth);
+                let Some(kind) = s.decide(input) else {
+                    return Ok(());
+                };
+                *self = open(kind, depth, sink);
+                self.push(&earlier[..n], sink)?;
+                return self.push(input, sink);
+            }
+            Content::Text(t) => {
+                let depth = t.depth;
+                let Some((probe, used)) = t.push(input, sink)? else {
+                    return Ok(());
+                };
+                *self = Content::Tar(Box::new(Tar::new(depth)));
+                self.push(&probe, sink)?;
+                return self.push(&input[used..], sink);
+            }
+            Content::Gzip(g) => g.push(input, sink),
+            Content::Tar(t) => t.push(input, sink),
+            Content::Zip(z) => z.push(input, sink),
+        };
+        match r {
+            Ok(()) => Ok(()),
+            Err(Step::Stop) => Err(Stop),
+            Err(Step::Raw { why, held, from }) => {
+                if let Some(why) = why {
+                    sink.note(why);
+                }
+                self.finish(sink)?;
+                *self = Content::raw(sink, Charset::Auto);
+                sink.text(&held)?;
+                sink.text(&input[from.min(input.len())..])
+            }
+        }
+    }
+
+    /// The stream ended: flush what was held, end open members.
+    pub(super) fn finish(&mut self, sink: &mut Sink) -> Flow {
+        match self {
+            // Too short to be an archive.
+            Content::Sniff(s) => sink.text(&s.head[..s.len]),
+            Content::Text(_) => Ok(()),
+            Content::Gzip(g) => g.finish(sink),
+            Content::Tar(t) => t.finish(sink),
+            Content::Zip(z) => z.finish(sink),
+        }
+    }
+}
+
+/// The content a stream turns out to be.
+fn open(kind: Kind, depth: u8, sink: &mut Sink) -> Content {
+    let nested = !matches!(kind, Kind::Text);
+    if nested && depth >= MAX_ARCHIVE_DEPTH {
+        sink.note(Skipped::TooDeep);
+        return Content::Text(Text { probe: None, depth });
+    }
+    match kind {
+        Kind::Gzip => {
+            let layer = Layer::gzip(sink.limit);
+            let inner = Content::member(sink, depth + 1);
+            Content::Gzip(Box::new(GzipArchive { layer, inner }))
+        }
+        Kind::Zip => Content::Zip(Box::new(Zip::new(depth, sink.limit))),
+        Kind::Text => Content::Text(Text {
+            probe: (depth < MAX_ARCHIVE_DEPTH).then(Vec::new),
+            depth,
+        }),
+    }
+}
+
+impl Sniff {
+    /// Takes up to four bytes; says what the stream is once they tell.
+    fn decide(&mut self, input: &[u8]) -> Option<Kind> {
+        let take = (self.head.len() - self.len).min(input.len());
+        self.head[self.len..self.len + take].copy_from_slice(&input[..take]);
+        self.len += take;
+        let head = &self.head[..self.len];
+        const ZIP: &[u8] = b"PK\x03\x04";
+        match head {
+            [0x1f] => None,
+            [0x1f, 0x8b, ..] => Some(Kind::Gzip),
+            [b'P', ..] if head.len() < ZIP.len() && ZIP.starts_with(head) => None,
+            [b'P', ..] if head == ZIP => Some(Kind::Zip),
+            _ => Some(Kind::Text),
+        }
+    }
+}
+
+impl Text {
+    /// Scans text; returns the first bytes and how much of `input` went
+    /// into them once they show a tar.
+    fn push(&mut self, input: &[u8], sink: &mut Sink) -> Result<Option<(Vec<u8>, usize)>, Stop> {
+        let Some(probe) = self.probe.as_mut() else {
+            sink.text(input)?;
+            return Ok(None);
+        };
+        let need = TAR_MAGIC_END - probe.len();
+        if input.len() < need {
+            probe.extend_from_slice(input);
+            sink.text(input)?;
+            return Ok(None);
+        }
+        probe.extend_from_slice(&input[..need]);
+        let probe = self.probe.take().unwrap_or_default();
+        if &probe[257..TAR_MAGIC_END] == b"ustar" {
+            return Ok(Some((probe, need)));
+        }
+        sink.text(input)?;
+        Ok(None)
+    }
+}
+
+impl GzipArchive {
+    fn push(&mut self, input: &[u8], sink: &mut Sink) -> Result<(), Step> {
+        let GzipArchive { layer, inner } = self;
+        match layer.push(input, &mut |out| inner.push(out, sink)) {
+            Ok(()) => Ok(()),
+            Err(LayerError::Stop) => Err(Step::Stop),
+            Err(LayerError::Broke(b)) => Err(Step::Raw {
+                why: Some(b.why),
+                held: b.held,
+                from: b.from,
+            }),
+        }
+    }
+
+    fn finish(&mut self, sink: &mut Sink) -> Flow {
+        match self.layer.finish() {
+            Ok(()) => self.inner.finish(sink),
+            Err(broke) => {
+                sink.note(broke.why);
+                self.inner.finish(sink)?;
+                sink.restart(Charset::Auto);
+                sink.text(&broke.held)
+            }
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! Scanning a response body as it is relayed: undo its Content-Encoding
+//! and open the archives it is (gzip, tar, zip) for the scanner, while the
+//! client still receives the original bytes untouched.
+//!
+//! Owns: the decoding pipeline of one body ([`BodyScanner`]):
+//! Content-Encoding layers (`codec`, with the decoders in `flate` and
+//! `windowed`), the sniffing of decoded content for archive magic and the
+//! archive readers (`archive`, `tar`, `zip`), and the bounds on all of it.
+//! Must not: do I/O, decide anything, buffer a body or an archive entry,
+//! stop scanning before the body or `max_scan_bytes` ends, or hand the
+//! scanner compressed bytes it can decode instead.
+//!
+//! Decided and documented (SPEC §9):
+//! - Content-Encoding lists, in one header or several lines, are undone in
+//!   reverse order; `identity` is skipped; at most [`MAX_CODINGS`] layers,
+//!   as curl does: what the outer five decode to is scanned as it is. An
+//!   unknown coding is scanned raw from that layer on.
+//! - A layer that fails to decode (corrupt, not that coding at all, or cut
+//!   off) is scanned as raw bytes from there on, starting with the last
+//!   16 KiB or more it was fed and the chunk during which it failed, so a
+//!   plain body labelled `gzip` is scanned whole. A layer that failed
+//!   before it produced anything is replaced by its raw input, which is
+//!   sniffed for archives like any body. Bytes after a complete stream
+//!   that do not start another are raw from exactly there.
+//! - Every decoder's output counts toward `max_scan_bytes`, and so does the
+//!   text scanned: a bomb costs at most the limit per layer.
+//! - Decoder memory per response: zstd and brotli windows share 8 MiB
+//!   ([`WINDOW_BUDGET_LOG`]); a larger frame or stream is scanned raw.
+//!   Beyond that a layer holds its inflate or Huffman state and 32 KiB of
+//!   kept input; output buffers live on the stack.
+//! - Archives are recognised by magic bytes, whatever the Content-Type:
+//!   gzip `1f 8b`, zip `PK\3\4`, tar `ustar` at offset 257. Their members
+//!   are scanned as text, each as its own stream; names and other header
+//!   fields are not (see `tar` and `zip`), except that a plain tar's first
+//!   bytes are scanned as they arrive, before they can be known as one.
+//!   Nesting is bounded by [`MAX_ARCHIVE_DEPTH`]; deeper archives are
+//!   scanned raw.
+//! - `Content-Type: …; charset=utf-16le|utf-16be` picks that charset for the
+//!   body's text; anything else (including plain `utf-16`) leaves the
+//!   scanner to detect a BOM. Archive members always detect their own.
+
+mod archive;
+mod codec;
+mod flate;
+mod tar;
+mod windowed;
+mod zip;
+
+#[cfg(test)]
+mod corpus;
+#[cfg(test)]
+mod tests;
+
+use super::scan::Scanner;
+use archive::Content;
+use codec::{Broke, Coding, Layer, LayerError};
+
+/// Content-Encoding layers undone at most (curl stops at five too).
+pub const MAX_CODINGS: usize = 5;
+
+/// Archives opened inside one another at most (a `.tgz` is two: gzip, then
+/// tar; a `.tgz` inside a `.tgz` is four).
+pub const MAX_ARCHIVE_DEPTH: u8 = 4;
+
+/// log2 of the window memory all zstd and brotli layers of one response
+/// share: 8 MiB.
+pub const WINDOW_BUDGET_LOG: u32 = 23;
+
+/// Which text encoding the scanner reads.
+///
+/// TEMPORARY shim: `scan.rs` is gaining `Charset` and
+/// `Scanner::with_charset`; until it has them, every charset scans as
+/// `Auto` does today. Replace this enum with `pub use
+/// super::scan::Charset;` and `scanner_for` with `Scanner::with_charset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charset {
+    /// Detect a byte-order mark; ASCII-compatible otherwise.
+    Auto,
+    Utf16Le,
+    Utf16Be,
+}
+
+/// A scanner for a new text stream (see [`Charset`]).
+fn scanner_for(charset: Charset) -> Scanner {
+    let _ = charset;
+    Scanner::new()
+}
+
+/// Why the body was not scanned exactly as its encoding describes: it was
+/// cut at the limit, or part of it was scanned as raw bytes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Skipped {
+    /// `max_scan_bytes` decoded bytes were scanned (or one decoder produced
+    /// that many); the rest was not.
+    #[error(
+        "stopped after max_scan_bytes ({0}) decoded bytes; the rest was relayed unscanned \
+         (raise [task.taint] max_scan_bytes to scan further)"
+    )]
+    Limit(u64),
+    /// A Content-Encoding sluice does not decode.
+    #[error(
+        "Content-Encoding {0:?} is not one sluice decodes (gzip, x-gzip, deflate, br, zstd, \
+         identity); the body was scanned as raw bytes from that layer on"
+    )]
+    UnknownCoding(String),
+    /// More layers than [`MAX_CODINGS`].
+    #[error(
+        "Content-Encoding lists {0} codings, more than the {MAX_CODINGS} sluice undoes; \
+         what the outer {MAX_CODINGS} decode to was scanned as it is"
+    )]
+    TooManyCodings(usize),
+    /// A zstd frame or brotli stream needs a window beyond the budget
+    /// (`allowed`, in bytes).
+    #[error(
+        "a {coding} layer needs a window larger than the {} MiB sluice allows it; \
+         the body was scanned as raw bytes from there on",
+        .allowed >> 20
+    )]
+    WindowTooLarge { coding: &'static str, allowed: u64 },
+    /// A layer (or a gzip archive) did not decode.
+    #[error(
+        "the {coding} data could not be decoded ({reason}); \
+         it was scanned as raw bytes from there on"
+    )]
+    Undecodable {
+        coding: &'static str,
+        reason: String,
+    },
+    /// A tar or zip archive could not be read further.
+    #[error("the {kind} archive could not be read ({reason}); the rest was scanned as raw bytes")]
+    Archive { kind: &'static str, reason: String },
+    /// Archives nested deeper than [`MAX_ARCHIVE_DEPTH`].
+    #[error(
+        "archives are nested more than {MAX_ARCHIVE_DEPTH} deep; the innermost was scanned \
+         as raw bytes"
+    )]
+    TooDeep,
+}
+
+/// Reaching the scan limit: every stage stops.
+#[derive(Debug)]
+pub(super) struct Stop;
+
+/// What a stage returns: go on, or stop at the limit.
+type Flow = Result<(), Stop>;
+
+/// Where decoded text goes: the scanner of the current text stream, up to
+/// the limit, and the record of what was not scanned as described.
+pub(super) struct Sink {
+    scanner: Scanner,
+    /// The body's text charset, for the top-level stream (and its raw
+    /// fallback).
+    body_charset: Charset,
+    found: Vec<String>,
+    scanned: u64,
+    limit: u64,
+    skipped: Option<Skipped>,
+}
+
+impl Sink {
+    fn new(limit: u64, body_charset: Charset) -> Sink {
+        Sink {
+            scanner: scanner_for(body_charset),
+            body_charset,
+            found: Vec::new(),
+            scanned: 0,
+            limit,
+            skipped: None,
+        }
+    }
+
+    /// Scans text of the current stream, up to the limit.
+    fn text(&mut self, bytes: &[u8]) -> Flow {
+        let room = self.limit.saturating_sub(self.scanned);
+        let take = (bytes.len() as u64).min(room) as usize;
+        let found = &mut self.found;
+        self.scanner.feed(&bytes[..take], &mut |h| found.push(h));
+        self.scanned += take as u64;
+        if take < bytes.len() {
+            return Err(Stop);
+        }
+        Ok(())
+    }
+
+    /// Ends the current text stream (its last token is judged) and starts
+    /// a new one: a name never joins across two members or a fallback.
+    fn restart(&mut self, charset: Charset) {
+        self.end();
+        self.scanner = scanner_for(charset);
+    }
+
+    /// Ends the current text stream.
+    fn end(&mut self) {
+        let found = &mut self.found;
+        self.scanner.finish(&mut |h| found.push(h));
+    }
+
+    /// Reports the name in progress at the end of a chunk.
+    fn peek(&mut self) {
+        let found = &mut self.found;
+        self.scanner.peek(&mut |h| found.push(h));
+    }
+
+    /// Records why the body was not scanned as described: the first
+    /// reason, unless the limit cut it (which matters more).
+    fn note(&mut self, why: Skipped) {
+        if self.skipped.is_none() || matches!(why, Skipped::Limit(_)) {
+            self.skipped = Some(why);
+        }
+    }
+}
+
+/// Scans one response body, chunk by chunk.
+pub struct BodyScanner {
+    /// Content-Encoding layers in the order they were applied: the last
+    /// is undone first.
+    layers: Vec<Layer>,
+    /// What the layers decode to: text or an archive.
+    content: Content,
+    sink: Sink,
+    /// Set once the limit is reached: nothing more is decoded.
+    stopped: bool,
+}
+
+impl BodyScanner {
+    /// A scanner for a body with these Content-Encoding header values (one
+    /// per header line, each possibly a comma list) and Content-Type.
+    /// Values are bytes: a value that is not visible ASCII is an unknown
+    /// coding, never a dropped one. `limit` is `max_scan_bytes`.
+    pub fn for_response(
+        encodings: &[&[u8]],
+        content_type: Option<&[u8]>,
+        limit: u64,
+    ) -> BodyScanner {
+        let mut sink = Sink::new(limit, charset_of(content_type));
+        let codings = parse_codings(encodings, &mut sink);
+        let windowed = codings.iter().filter(|c| c.windowed()).count();
+        // Split the window budget evenly: 8 MiB for one, 4 MiB each for
+        // two, 2 MiB each for three or four, 1 MiB each for five.
+        let window_log = WINDOW_BUDGET_LOG - windowed.next_power_of_two().trailing_zeros();
+        let mut layers = Vec::with_capacity(codings.len());
+        for coding in codings {
+            match Layer::new(coding, window_log, limit) {
+                Ok(layer) => layers.push(layer),
+                Err(why) => {
+                    // The layers inside this one cannot be undone either.
+                    sink.note(why);
+                    layers.clear();
+                }
+            }
+        }
+        BodyScanner {
+            layers,
+            content: Content::top(),
+            sink,
+            stopped: false,
+        }
+    }
+
+    /// One Content-Encoding value (or none) and no Content-Type: the
+    /// single-header form benches and fuzzers use.
+    pub fn new(encoding: Option<&str>, limit: u64) -> BodyScanner {
+        let values: Vec<&[u8]> = encoding.map(str::as_bytes).into_iter().collect();
+        BodyScanner::for_response(&values, None, limit)
+    }
+
+    /// Scans a chunk of the body as sent; returns host names found so far
+    /// (including the one in progress at the end of the chunk).
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<String> {
+        if !self.stopped && run(&mut self.layers, &mut self.content, &mut self.sink, chunk).is_err()
+        {
+            self.stop();
+        }
+        self.sink.peek();
+        std::mem::take(&mut self.sink.found)
+    }
+
+    /// Ends the body: returns the last names, and why the body was not
+    /// scanned exactly as encoded, if it was not.
+    pub fn finish(&mut self) -> (Vec<String>, Option<Skipped>) {
+        if !self.stopped && finish_all(&mut self.layers, &mut self.content, &mut self.sink).is_err()
+        {
+            self.stop();
+        }
+        self.stopped = true;
+        self.layers.clear();
+        self.sink.end();
+        (
+            std::mem::take(&mut self.sink.found),
+            self.sink.skipped.clone(),
+        )
+    }
+
+    /// Decoded bytes scanned as text so far.
+    pub fn scanned(&self) -> u64 {
+        self.sink.scanned
+    }
+
+    /// The limit is reached: drop the decoders (and their memory).
+    fn stop(&mut self) {
+        self.stopped = true;
+        self.sink.note(Skipped::Limit(self.sink.limit));
+        self.layers.clear();
+        self.content = Content::top();
+    }
+}
+
+/// Pushes `input` through the layers (outermost last) into the content.
+fn run(layers: &mut [Layer], content: &mut Content, sink: &mut Sink, input: &[u8]) -> Flow {
+    let Some((outer, inner)) = layers.split_last_mut() else {
+        return content.push(input, sink);
+    };
+    let r = outer.push(input, &mut |out| run(inner, content, sink, out));
+    match r {
+        Ok(()) => Ok(()),
+        Err(LayerError::Stop) => Err(Stop),
+        Err(LayerError::Broke(broke)) => {
+            inner.iter_mut().for_each(Layer::pass_through);
+            let rest = &input[broke.from.min(input.len())..];
+            fall_back(content, sink, broke, rest)
+        }
+    }
+}
+
+/// A layer broke: what it was fed from there on is the content now, raw.
+fn fall_back(content: &mut Content, sink: &mut Sink, broke: Broke, rest: &[u8]) -> Flow {
+    sink.note(broke.why);
+    content.finish(sink)?;
+    // Nothing came out of the layer yet: its input is the whole stream,
+    // and may itself be an archive.
+    let charset = sink.body_charset;
+    *content = if broke.fresh {
+        Content::fresh(sink, charset)
+    } else {
+        Content::raw(sink, charset)
+    };
+    content.push(&broke.held, sink)?;
+    content.push(rest, sink)
+}
+
+/// At the end of the body: a layer still inside its stream is broken
+/// there; then the content ends.
+fn finish_all(layers: &mut [Layer], content: &mut Content, sink: &mut Sink) -> Flow {
+    for i in (0..layers.len()).rev() {
+        if let Err(broke) = layers[i].finish() {
+            layers[..i].iter_mut().for_each(Layer::pass_through);
+            fall_back(content, sink, broke, &[])?;
+            break;
+        }
+    }
+    content.finish(sink)
+}
+
+/// The codings to undo, in the order applied (innermost first), as far as
+/// they can be undone; notes what cannot.
+fn parse_codings(values: &[&[u8]], sink: &mut Sink) -> Vec<Coding> {
+    let listed: Vec<&[u8]> = values
+        .iter()
+        .flat_map(|v| v.split(|&b| b == b','))
+        .map(|c| c.trim_ascii())
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"identity"))
+        .collect();
+    // Walk from the outermost in: an unknown coding ends what can be
+    // undone.
+    let mut known = Vec::new();
+    for raw in listed.iter().rev() {
+        match Coding::parse(raw) {
+            Some(c) => known.push(c),
+            None => {
+                sink.note(Skipped::UnknownCoding(
+                    String::from_utf8_lossy(raw).into_owned(),
+                ));
+                break;
+            }
+        }
+    }
+    if known.len() > MAX_CODINGS {
+        sink.note(Skipped::TooManyCodings(known.len()));
+        known.truncate(MAX_CODINGS);
+    }
+    known.reverse();
+    known
+}
+
+/// The charset a Content-Type names for its text.
+fn charset_of(content_type: Option<&[u8]>) -> Charset {
+    let Some(ct) = content_type else {
+        return Charset::Auto;
+    };
+    for param in ct.split(|&b| b == b';').skip(1) {
+        let Some(eq) = param.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        if !param[..eq].trim_ascii().eq_ignore_ascii_case(b"charset") {
+            continue;
+        }
+        let value = param[eq + 1..].trim_ascii();
+        let value = value
+            .strip_prefix(b"\"")
+            .and_then(|v| v.strip_suffix(b"\""))
+            .unwrap_or(value);
+        if value.eq_ignore_ascii_case(b"utf-16le") {
+            return Charset::Utf16Le;
+        }
+        if value.eq_ignore_ascii_case(b"utf-16be") {
+            return Charset::Utf16Be;
+        }
+        return Charset::Auto;
+    }
+    Charset::Auto
+}

@@ -1,0 +1,227 @@
+//! Archives by magic bytes: opened as they stream, bounded, and scanned
+//! raw where they cannot be read.
+
+use super::build::*;
+use super::*;
+
+const PACKAGE: &[u8] = br#"{"name":"x","repository":{"url":"git+https://github.com/acme/x.git"}}"#;
+
+/// Case, Content-Encodings, body, names it must yield.
+type Case<'a> = (&'a str, &'a [&'a str], Vec<u8>, Vec<&'a str>);
+
+/// Runs archive cases: each must yield its names, in any chunking, with
+/// nothing noted.
+fn check_archives(cases: Vec<Case>) {
+    for (what, enc, body, want) in cases {
+        for chunk in [1, 5, 16 * 1024] {
+            let (found, skipped, _) = run_body(enc, None, &body, chunk, 1 << 20);
+            let at = format!("case {what} chunk {chunk}");
+            assert!(has_all(&found, &want), "{at}: {found:?}");
+            assert_eq!(skipped, None, "{at}");
+            // A member's name is not text (but a plain tar's first header
+            // is scanned while it may still be text, in small chunks).
+            let named = found.iter().any(|f| f == "evil.example.net");
+            assert!(chunk < 512 || !named, "{at}: {found:?}");
+        }
+    }
+}
+
+#[test]
+fn tar_cases() {
+    let tgz = gzip(&tar(&[
+        ("package/evil.example.net", b"see docs.example.org"),
+        ("package/package.json", PACKAGE),
+    ]));
+    let gh = || vec!["github.com"];
+    check_archives(vec![
+        (
+            "tar-in-gzip",
+            &[],
+            tgz.clone(),
+            vec!["docs.example.org", "github.com"],
+        ),
+        ("tar-in-gzip-identity", &["identity"], tgz.clone(), gh()),
+        ("tar-in-gzip-encoded-gzip", &["gzip"], gzip(&tgz), gh()),
+        ("tar-in-gzip-labelled-gzip", &["gzip"], tgz.clone(), gh()),
+        ("plain-tar", &[], tar(&[("a.txt", PACKAGE)]), gh()),
+        ("gzip-text", &[], gzip(PAGE), PAGE_HOSTS.to_vec()),
+        (
+            "tgz-in-zip",
+            &[],
+            zip(&[("x.tgz", &tgz, Method::Stored)], b""),
+            gh(),
+        ),
+    ]);
+}
+
+#[test]
+fn zip_cases() {
+    let one = |m| zip(&[("p.json", PACKAGE, m)], b"");
+    let described = zip(
+        &[
+            ("a", b"first", Method::Descriptor),
+            ("p.json", PACKAGE, Method::Descriptor),
+        ],
+        b"",
+    );
+    let commented = zip(&[("a", b"x", Method::Deflate)], b"see paste.example.com");
+    let gh = || vec!["github.com"];
+    check_archives(vec![
+        ("zip-deflate", &[], one(Method::Deflate), gh()),
+        ("zip-stored", &[], one(Method::Stored), gh()),
+        ("zip-with-data-descriptor", &[], described, gh()),
+        (
+            "zip-comment-scanned-raw",
+            &[],
+            commented,
+            vec!["paste.example.com"],
+        ),
+        ("zip-in-br", &["br"], br(&one(Method::Deflate)), gh()),
+    ]);
+}
+
+#[test]
+fn archives_are_not_scanned_as_text() {
+    // A body of compressed bytes yields nothing but what it holds.
+    let text = b"just words, no names at all".repeat(50);
+    let tgz = gzip(&tar(&[("a", &text)]));
+    assert_eq!(
+        run_body(&[], None, &tgz, 4096, 1 << 20).0,
+        Vec::<String>::new()
+    );
+    // Scanned: the member's text, not the tar headers or the gzip bytes
+    // (and, raw, the second zero block after the archive's end).
+    assert_eq!(
+        run_body(&[], None, &tgz, 4096, 1 << 20).2,
+        text.len() as u64 + 512
+    );
+}
+
+/// Archives that cannot be read: the rest is scanned raw, and said so.
+#[test]
+fn unreadable_archives_are_scanned_raw() {
+    let host = b"see https://paste.example.com/x";
+    let archive = || {
+        Expect::Exactly(Skipped::Archive {
+            kind: "",
+            reason: String::new(),
+        })
+    };
+    let mut corrupt_tar = tar(&[("a", b"x"), ("b", host)]);
+    corrupt_tar[1024] ^= 1; // second header's name: checksum fails
+                            // A gzip header, then a stored block whose length check fails.
+    let bad_gzip = [&gzip(PAGE)[..10], &host[4..]].concat();
+    let cut_zip = zip(&[("a", b"x", Method::Stored)], b"")[..31].to_vec();
+    let unknown_method = zip(
+        &[("a", b"x", Method::Bzip2), ("b", host, Method::Stored)],
+        b"",
+    );
+    let cases = vec![
+        ("zip-unknown-method", unknown_method, archive()),
+        ("tar-bad-checksum", corrupt_tar, archive()),
+        (
+            "gzip-magic-then-text",
+            bad_gzip,
+            Expect::Undecodable("gzip"),
+        ),
+        (
+            "zip-garbage-between-entries",
+            [cut_zip, host.to_vec()].concat(),
+            archive(),
+        ),
+    ];
+    for (what, body, expect) in cases {
+        for chunk in [1, 16 * 1024] {
+            let (found, skipped, _) = run_body(&[], None, &body, chunk, 1 << 20);
+            let at = format!("case {what} chunk {chunk}");
+            assert!(has_all(&found, &["paste.example.com"]), "{at}: {found:?}");
+            assert!(expect.holds(&skipped), "{at}: {skipped:?}");
+        }
+    }
+}
+
+#[test]
+fn nesting_is_bounded() {
+    // A .tgz inside a .tgz is four archives deep: opened.
+    let inner = tar(&[("a.json", br#""https://github.com/x""#)]);
+    let tgz_in_tgz = gzip(&tar(&[("inner.tgz", &gzip(&inner))]));
+    let (found, skipped, _) = run_body(&[], None, &tgz_in_tgz, 16 * 1024, 1 << 24);
+    assert_eq!(skipped, None);
+    assert!(found.iter().any(|f| f == "github.com"), "{found:?}");
+    // One more level: the innermost gzip is scanned raw, and said so.
+    let deeper = gzip(&tar(&[("inner.tgz", &tgz_in_tgz)]));
+    let (found, skipped, _) = run_body(&[], None, &deeper, 16 * 1024, 1 << 24);
+    assert_eq!(skipped, Some(Skipped::TooDeep));
+    assert!(!found.iter().any(|f| f == "github.com"), "{found:?}");
+}
+
+/// Bombs stay cut at the limit, whatever layer or archive holds them.
+#[test]
+fn bomb_stays_cut_at_limit() {
+    let mut plain = vec![b' '; 8 << 20];
+    plain.extend_from_slice(b" https://late.example.com/");
+    let bomb = gzip(&plain);
+    assert!(bomb.len() < 200_000);
+    let tar_bomb = gzip(&tar(&[("a", &plain)]));
+    let zeros = gzip(&vec![0u8; 8 << 20]);
+    let double = gzip(&bomb);
+    let zip_bomb = zip(&[("a", &plain, Method::Deflate)], b"");
+    let zstd_bomb = zstd_enc(&plain);
+    let headers_only = gzip(&tar(&vec![("a", &b""[..]); 3_000]));
+    let cases: Vec<(&str, &[&str], &[u8])> = vec![
+        ("content-encoding gzip", &["gzip"], &bomb),
+        ("content-encoding zstd", &["zstd"], &zstd_bomb),
+        ("zip entry", &[], &zip_bomb),
+        ("tar headers only", &[], &headers_only),
+        ("gzip archive", &[], &bomb),
+        ("gzip, gzip", &["gzip, gzip"], &double),
+        ("tar in gzip", &[], &tar_bomb),
+        ("gzip of zeros", &[], &zeros),
+    ];
+    for (what, enc, body) in cases {
+        let (found, skipped, scanned) = run_body(enc, None, body, 16 * 1024, 1 << 20);
+        assert!(found.is_empty(), "case {what}: {found:?}");
+        // Cut where a decoder's output (tar headers too) reached the limit.
+        assert_eq!(skipped, Some(Skipped::Limit(1 << 20)), "case {what}");
+        assert!(scanned <= 1 << 20, "case {what}");
+    }
+}
+
+#[test]
+fn names_are_reported_before_the_chunk_is_passed_on() {
+    // Each chunk's names come back from that chunk's feed.
+    let tgz = gzip(&tar(&[("a", PAGE)]));
+    for (what, enc, body) in [
+        ("identity", vec![], PAGE.to_vec()),
+        ("gzip", vec!["gzip"], gzip(PAGE)),
+        ("tgz", vec![], tgz),
+    ] {
+        let values: Vec<&[u8]> = enc.iter().map(|e: &&str| e.as_bytes()).collect();
+        let mut s = BodyScanner::for_response(&values, None, 1 << 20);
+        let found = s.feed(&body);
+        assert!(
+            found.iter().any(|f| f == "paste.example.com"),
+            "case {what}: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn mislabelled_archive_is_still_opened() {
+    // The layer fails on its first bytes: its raw input is the body, and
+    // is sniffed like one.
+    let zip_body = zip(&[("p.json", PACKAGE, Method::Deflate)], b"");
+    let tgz = gzip(&tar(&[("p.json", PACKAGE)]));
+    for (what, enc, body) in [
+        ("zip labelled gzip", "gzip", zip_body),
+        ("tgz labelled br", "br", tgz.clone()),
+        ("tgz labelled zstd", "zstd", tgz),
+    ] {
+        for chunk in [1, 16 * 1024] {
+            let (found, skipped, _) = run_body(&[enc], None, &body, chunk, 1 << 20);
+            let at = format!("case {what} chunk {chunk}");
+            assert!(has_all(&found, &["github.com"]), "{at}: {found:?}");
+            assert!(skipped.is_some(), "{at}");
+        }
+    }
+}
