@@ -102,6 +102,10 @@ pub const QUEUE_LINES: usize = 65_536;
 #[derive(Clone)]
 pub struct AccessLog {
     tx: mpsc::Sender<Msg>,
+    /// Taint lines never wait behind access rows nor get dropped: losing
+    /// one would let a restart forget a taint. Their number is bounded by
+    /// each task's `max_hosts` (and one overflow line).
+    taint_tx: mpsc::UnboundedSender<Msg>,
     errors: Counter,
     /// When a dropped line was last reported (seconds since the epoch).
     last_drop_report: Arc<std::sync::atomic::AtomicU64>,
@@ -112,15 +116,17 @@ impl AccessLog {
     /// Failed writes are counted in `errors`.
     pub fn spawn(state_dir: &Path, settings: LogSettings, errors: Counter) -> AccessLog {
         let (tx, rx) = mpsc::channel(QUEUE_LINES);
+        let (taint_tx, taint_rx) = mpsc::unbounded_channel();
         let writer = Writer {
             dir: state_dir.join("tasks"),
             files: HashMap::new(),
             settings,
             errors: errors.clone(),
         };
-        tokio::spawn(writer.run(rx));
+        tokio::spawn(writer.run(rx, taint_rx));
         AccessLog {
             tx,
+            taint_tx,
             errors,
             last_drop_report: Default::default(),
         }
@@ -128,6 +134,17 @@ impl AccessLog {
 
     pub fn access(&self, rec: &AccessRecord) {
         self.line(rec.task.clone(), "access.jsonl", rec);
+    }
+
+    /// Appends a taint record to `<task>/taint.jsonl`: never dropped.
+    pub fn taint_line(&self, task: Arc<str>, rec: &impl Serialize) {
+        match serde_json::to_string(rec) {
+            Ok(line) => {
+                let file = "taint.jsonl";
+                let _ = self.taint_tx.send(Msg::Line { task, file, line });
+            }
+            Err(e) => tracing::error!(error = %e, "cannot serialise a taint record"),
+        }
     }
 
     /// Appends any serialisable record to `<task>/<file>`.
@@ -193,14 +210,24 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<Msg>,
+        mut taint_rx: mpsc::UnboundedReceiver<Msg>,
+    ) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                // Taint lines first: they are what a restart must not lose.
+                biased;
+                Some(Msg::Line { task, file, line }) = taint_rx.recv() => self.write(task, file, &line),
                 msg = rx.recv() => match msg {
                     Some(Msg::Line { task, file, line }) => self.write(task, file, &line),
                     Some(Msg::Flush(done)) => {
+                        while let Ok(Msg::Line { task, file, line }) = taint_rx.try_recv() {
+                            self.write(task, file, &line);
+                        }
                         self.flush_all();
                         let _ = done.send(());
                     }

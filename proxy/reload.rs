@@ -18,10 +18,7 @@ use crate::config::{self, ListenAddr, Snapshot};
 use crate::dns::Resolver;
 use crate::listener::{self, Bound};
 use crate::metrics::ResultLabels;
-use crate::policy::{
-    self, target::parse_authority, Decision, Host, HostHeader, NameVerdict, OwnAddrs, Resolution,
-    TaintState,
-};
+use crate::policy::{self, target::parse_authority, OwnAddrs, TaintState};
 use crate::server::{Shared, TaskRuntime};
 
 fn count(shared: &Shared, ok: bool) {
@@ -235,33 +232,13 @@ fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usiz
         let Ok(target) = parse_authority(&format!("{host}:{port}"), None) else {
             return true;
         };
-        if matches!(
-            policy::decide_name(&task.rules, &target, &HostHeader::Absent),
-            NameVerdict::Deny(_)
-        ) {
-            return true;
-        }
-        let resolution = match target.host {
-            Host::Ip(ip) => Resolution::Literal(ip),
-            Host::Name(_) => Resolution::Resolved(vec![addr.ip()]),
-        };
         let taint = if opaque {
             rt.taint.state(host, &task.taint)
         } else {
             TaintState::Clean
         };
-        matches!(
-            policy::decide_addresses(
-                &task.rules,
-                &target,
-                &resolution,
-                &own,
-                &taint,
-                opaque,
-                None
-            ),
-            Decision::Deny(_)
-        )
+        // The same decision a tunnel meets when it registers.
+        policy::decide_open(&task.rules, &target, addr, &own, &taint, opaque).is_err()
     })
 }
 

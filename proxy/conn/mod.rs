@@ -134,7 +134,7 @@ pub async fn serve(stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
 /// Logs a request the HTTP parser rejected: the raw request line sluice
 /// answered, or (on a kept-alive connection, where hyper answered with a
 /// bare 400) what hyper said was wrong.
-fn record_unparsable(ctx: &ConnCtx, raw: Option<malformed::RawLine>, e: &hyper::Error) {
+pub(crate) fn record_unparsable(ctx: &ConnCtx, raw: Option<malformed::RawLine>, e: &hyper::Error) {
     let raw = raw.unwrap_or_else(|| malformed::RawLine {
         method: "-".into(),
         target: "-".into(),
@@ -435,6 +435,9 @@ impl ConnCtx {
     pub fn taint(&self, task: &TaskConfig, hosts: Vec<String>, source: &Arc<str>, served_by: &str) {
         use crate::taint::Inserted;
         let snap = self.shared.snapshot.load();
+        // The taint settings in force now: a long response may outlive a
+        // reload (shadow to enforce, new exemptions or max_hosts).
+        let task = snap.task(&self.task.id).map(|t| &**t).unwrap_or(task);
         let allowed_somewhere = |n: &str| snap.tasks.iter().any(|t| t.rules.allow.names(n));
         for h in hosts {
             if !policy::worth_tainting(&h, served_by, task.taint.self_taint, allowed_somewhere) {
@@ -468,6 +471,35 @@ impl ConnCtx {
                 Inserted::Overflow { first: false } | Inserted::Known | Inserted::Exempt => {}
             }
         }
+    }
+}
+
+impl ConnCtx {
+    /// Is a connection that is already open to `target` (connected to
+    /// `addr`) still within policy under the config in force now? Called
+    /// by opaque tunnels and upgraded relays right after they register, so
+    /// a reload or taint that landed before registration is not missed.
+    pub fn recheck_open(
+        &self,
+        target: &Target,
+        addr: std::net::SocketAddr,
+        opaque: bool,
+    ) -> Result<Option<Refusal>, Refusal> {
+        let snap = self.shared.snapshot.load();
+        let task = task_config(self, &snap).ok_or_else(task_gone)?;
+        let taint = if opaque {
+            self.task.taint.state(&target.host.to_string(), &task.taint)
+        } else {
+            policy::TaintState::Clean
+        };
+        policy::decide_open(
+            &task.rules,
+            target,
+            addr,
+            &self.shared.own.load(),
+            &taint,
+            opaque,
+        )
     }
 }
 

@@ -323,8 +323,8 @@ pub async fn exchange(
 
 /// Relays an upgraded connection (WebSocket, h2c) like an opaque tunnel:
 /// registered first, so that a taint landing meanwhile, or a reload that
-/// no longer allows the host, closes it; then checked against taint under
-/// the config in force now.
+/// no longer allows the host, closes it; then decided again under the
+/// config in force now (the upstream's 101 may have taken a while).
 async fn upgraded_relay<A, B>(
     ctx: &ConnCtx,
     target: &Target,
@@ -341,16 +341,10 @@ where
     let host = target.host.to_string();
     let stop = ctx.shared.hard_stop.child_token();
     let _registered = ctx.task.tunnels.register(&host, addr, true, stop.clone());
-    let snap = ctx.shared.snapshot.load_full();
-    let task = conn::task_config(ctx, &snap).ok_or_else(conn::task_gone)?;
-    let taint = ctx.task.taint.state(&host, &task.taint);
-    if let crate::policy::OpaqueVerdict::Refuse(r) =
-        crate::policy::decide_opaque(task.taint.mode, &host, &taint)
-    {
+    if let Err(r) = ctx.recheck_open(target, addr, true) {
         tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: {}", r.reason);
         return Err(r);
     }
-    drop(snap);
     if tunnel::relay(client, upstream, bytes, idle, &stop).await == tunnel::RelayEnd::Cancelled
         && !ctx.shared.hard_stop.is_cancelled()
     {

@@ -75,41 +75,67 @@ pub enum Peeked {
 
 /// Classifies the first bytes of a tunnel as they arrive: a TLS
 /// ClientHello (rustls parses it, so sluice reads exactly what it would
-/// terminate; bounded to [`MAX_HELLO`]), an HTTP/1 request line, or other
-/// bytes. Pure: no I/O.
+/// terminate; bounded to [`MAX_HELLO`]), an HTTP/1 request line or the
+/// HTTP/2 preface, or other bytes. Pure: no I/O.
+///
+/// Fail closed both ways: a first byte that is any TLS record type, or an
+/// SSLv2-style hello, must become a readable ClientHello; bytes that could
+/// still become a request line (any method token, any case, after blank
+/// lines, as HTTP servers accept) must become one — a start that stalls or
+/// ends while still ambiguous is refused, never relayed unread.
 #[derive(Default)]
 pub struct StartReader {
     acceptor: rustls::server::Acceptor,
     /// The first bytes, until they tell TLS from HTTP from other.
     prefix: Vec<u8>,
-    kind: Option<StartKind>,
+    /// Set once the first byte says TLS.
+    tls: bool,
     len: usize,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StartKind {
-    Tls,
 }
 
 /// Longest HTTP method sluice recognises in a tunnel's first line.
 const MAX_METHOD: usize = 16;
+/// Blank lines a server skips before a request line (RFC 9112 §2.2).
+const MAX_LEADING_CRLF: usize = 8;
+
+/// TLS record types (change_cipher_spec, alert, handshake, application
+/// data, heartbeat): a tunnel starting with one is TLS, readable or not.
+fn is_tls_start(first: &[u8]) -> bool {
+    match first {
+        [0x14..=0x18, ..] => true,
+        // SSLv2-style ClientHello: 2-byte length with the high bit set,
+        // then message type 1.
+        [b0, _, 0x01, ..] if b0 & 0x80 != 0 => true,
+        _ => false,
+    }
+}
 
 impl StartReader {
     pub fn push(&mut self, bytes: &[u8]) -> Peeked {
         if bytes.is_empty() {
             return Peeked::NeedMore;
         }
-        if self.kind.is_none() {
-            if bytes[0] == 0x16 && self.prefix.is_empty() {
-                self.kind = Some(StartKind::Tls);
-            } else {
-                self.prefix
-                    .extend_from_slice(&bytes[..bytes.len().min(MAX_METHOD + 1)]);
+        if !self.tls {
+            let held = self.prefix.len();
+            let keep = bytes.len().min(MAX_LEADING_CRLF * 2 + MAX_METHOD + 16);
+            self.prefix.extend_from_slice(&bytes[..keep]);
+            if self.prefix.len() < 3 && self.prefix[0] & 0x80 != 0 {
+                // Could be an SSLv2 hello: its third byte decides.
+                return Peeked::NeedMore;
+            }
+            if !is_tls_start(&self.prefix) {
                 return match http_start(&self.prefix) {
-                    Some(true) => Peeked::Done(TunnelStart::Http),
-                    Some(false) => Peeked::Done(TunnelStart::Other),
+                    Some(start) => Peeked::Done(start),
                     None => Peeked::NeedMore,
                 };
+            }
+            self.tls = true;
+            let earlier = std::mem::take(&mut self.prefix);
+            if held > 0 {
+                // The bytes held back so far go to rustls first.
+                if let Peeked::Done(s) = self.push_tls(&earlier[..held]) {
+                    return Peeked::Done(s);
+                }
             }
         }
         self.push_tls(bytes)
@@ -145,10 +171,16 @@ impl StartReader {
 
     /// The stream ended (or stalled, `why`) before the start was known.
     pub fn incomplete(&self, why: &str) -> TunnelStart {
-        match self.kind {
-            Some(StartKind::Tls) => TunnelStart::BadHello(format!("the TLS ClientHello {why}")),
-            // A short stream that never finished a method: opaque bytes.
-            None => TunnelStart::Other,
+        if self.tls || (self.prefix.len() < 3 && self.prefix.first().is_some_and(|b| b & 0x80 != 0))
+        {
+            TunnelStart::BadHello(format!("the TLS ClientHello {why}"))
+        } else if self.prefix.is_empty() {
+            TunnelStart::Nothing
+        } else {
+            // Still ambiguous: it may be a request line sluice never saw.
+            TunnelStart::Unfinished(format!(
+                "the tunnel's first bytes could be an HTTP request line, but it {why}"
+            ))
         }
     }
 }
@@ -157,21 +189,37 @@ fn bad_hello(why: String) -> Peeked {
     Peeked::Done(TunnelStart::BadHello(format!("the TLS ClientHello {why}")))
 }
 
-/// Do these first bytes start an HTTP/1 request (`METHOD SP`)? `None`
+/// RFC 9110 `tchar`: what a method token is made of.
+fn is_tchar(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c)
+}
+
+/// Do these first bytes start HTTP — an HTTP/1 request line (`METHOD SP`,
+/// any token, after up to eight blank lines) or the HTTP/2 preface? `None`
 /// while they could still become one.
-fn http_start(b: &[u8]) -> Option<bool> {
-    for (i, &c) in b.iter().enumerate() {
-        match c {
-            b'A'..=b'Z' if i < MAX_METHOD => {}
-            b' ' if i > 0 => return Some(true),
-            _ => return Some(false),
+fn http_start(b: &[u8]) -> Option<TunnelStart> {
+    let mut i = 0;
+    while i < b.len() && (b[i] == b'\r' || b[i] == b'\n') {
+        i += 1;
+        if i > MAX_LEADING_CRLF * 2 {
+            return Some(TunnelStart::Other);
         }
     }
-    if b.len() > MAX_METHOD {
-        Some(false)
-    } else {
-        None
+    let start = i;
+    while i < b.len() {
+        match b[i] {
+            c if is_tchar(c) && i - start < MAX_METHOD => i += 1,
+            b' ' if i > start => {
+                return Some(if &b[start..i] == b"PRI" {
+                    TunnelStart::Http2
+                } else {
+                    TunnelStart::Http
+                })
+            }
+            _ => return Some(TunnelStart::Other),
+        }
     }
+    None
 }
 
 #[cfg(test)]
@@ -295,14 +343,30 @@ mod tests {
                 b"OPTIONS * HTTP/1.1\r\n",
                 Some(TunnelStart::Http),
             ),
+            // Review finding: each of these was relayed opaquely, Host unchecked.
+            (
+                "lower case method",
+                b"get / HTTP/1.1\r\n",
+                Some(TunnelStart::Http),
+            ),
+            (
+                "blank line first",
+                b"\r\nGET / HTTP/1.1\r\n",
+                Some(TunnelStart::Http),
+            ),
+            (
+                "token method",
+                b"M-SEARCH * HTTP/1.1\r\n",
+                Some(TunnelStart::Http),
+            ),
+            (
+                "h2c preface",
+                b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+                Some(TunnelStart::Http2),
+            ),
             (
                 "SSH banner",
                 b"SSH-2.0-OpenSSH_9.6\r\n",
-                Some(TunnelStart::Other),
-            ),
-            (
-                "lower case",
-                b"get / HTTP/1.1\r\n",
                 Some(TunnelStart::Other),
             ),
             ("binary", b"\x00\x01\x02", Some(TunnelStart::Other)),
@@ -320,7 +384,43 @@ mod tests {
         let mut r = StartReader::default();
         assert_eq!(r.push(b"PO"), Peeked::NeedMore);
         assert_eq!(r.push(b"ST / HTTP/1.1"), Peeked::Done(TunnelStart::Http));
+        // Nothing at all, and a start that stalls while it could still be
+        // a request line (refused, never relayed unread).
         let r = StartReader::default();
-        assert_eq!(r.incomplete("ended"), TunnelStart::Other);
+        assert_eq!(r.incomplete("ended"), TunnelStart::Nothing);
+        let mut r = StartReader::default();
+        assert_eq!(r.push(b"GET"), Peeked::NeedMore);
+        assert!(matches!(
+            r.incomplete("stalled"),
+            TunnelStart::Unfinished(_)
+        ));
+    }
+
+    /// Review finding: other TLS record types and SSLv2-style hellos were
+    /// relayed opaquely, their SNI never checked.
+    #[test]
+    fn every_tls_looking_start_must_be_a_readable_hello() {
+        let cases: &[(&str, &[u8])] = &[
+            ("change_cipher_spec", &[0x14, 0x03, 0x03, 0x00, 0x01, 0x01]),
+            ("alert", &[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]),
+            ("application data", &[0x17, 0x03, 0x03, 0x00, 0x00]),
+            ("heartbeat", &[0x18, 0x03, 0x03, 0x00, 0x01, 0x01]),
+            ("sslv2 hello", &[0x80, 0x2e, 0x01, 0x00, 0x02, 0x00, 0x15]),
+        ];
+        for (what, bytes) in cases {
+            let mut r = StartReader::default();
+            let p = r.push(bytes);
+            let bad = is_bad(&p)
+                || (p == Peeked::NeedMore
+                    && matches!(r.incomplete("stalled"), TunnelStart::BadHello(_)));
+            assert!(bad, "case {what}: {p:?}");
+        }
+        // The SSLv2 length byte alone waits for the third byte.
+        let mut r = StartReader::default();
+        assert_eq!(r.push(&[0x80]), Peeked::NeedMore);
+        assert!(
+            is_bad(&r.push(&[0x2e, 0x01, 0x03, 0x01]))
+                || r.push(&[0; 64]) != Peeked::Done(TunnelStart::Other)
+        );
     }
 }

@@ -17,7 +17,7 @@ use tokio_rustls::LazyConfigAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::conn::{self, ConnCtx, Exchange};
+use crate::conn::{self, ConnCtx, Exchange, GuardState, HeadGuard};
 use crate::forward::{self, Origin, Spare};
 use crate::log::Kind;
 use crate::policy::target::parse_authority;
@@ -56,6 +56,8 @@ pub struct Session {
     /// The upstream connection dialled for the CONNECT, used first.
     pub spare: Arc<Spare>,
     pub scheme: Scheme,
+    /// Plain HTTP/2 with prior knowledge (the client sent the preface).
+    pub h2c: bool,
 }
 
 impl Session {
@@ -72,7 +74,10 @@ impl Session {
         IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
         match self.scheme {
-            Scheme::Http => self.serve_http(io, false, limits, bytes, stop).await,
+            Scheme::Http => {
+                let h2 = self.h2c;
+                self.serve_http(io, h2, limits, bytes, stop).await
+            }
             Scheme::Https => {
                 let Some(tls) = self.handshake(io, limits).await else {
                     return;
@@ -120,12 +125,17 @@ impl Session {
     {
         let idle = tunnel::quiet_for(bytes, limits.tunnel_idle_timeout);
         tokio::pin!(idle);
+        let ctx = self.ctx.clone();
         let session = Arc::new(self);
+        // A request line hyper rejects gets sluice's answer and a log row,
+        // as on a client connection (HTTP/1 only; h2 answers in-protocol).
+        let guard = Arc::new(GuardState::default());
+        let served = guard.clone();
         let service = service_fn(move |req: Request<Incoming>| {
+            served.served();
             let session = session.clone();
             async move { Ok::<_, Infallible>(session.request(req).await) }
         });
-        let io = TokioIo::new(io);
         // Revoked by a reload that no longer allows the destination, or
         // idle: close at once. On SIGTERM a tunnel, like an opaque one,
         // keeps serving until its client closes it or the drain period
@@ -133,7 +143,7 @@ impl Session {
         let r = if h2 {
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
-                .serve_connection(io, service);
+                .serve_connection(TokioIo::new(io), service);
             tokio::pin!(conn);
             tokio::select! {
                 r = conn.as_mut() => r,
@@ -141,11 +151,17 @@ impl Session {
                 _ = &mut idle => Ok(()),
             }
         } else {
+            let io = HeadGuard::new(
+                io,
+                guard.clone(),
+                ctx.task.id.clone(),
+                limits.max_header_bytes,
+            );
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
                 .max_buf_size(limits.max_header_bytes.max(8192))
-                .serve_connection(io, service)
+                .serve_connection(TokioIo::new(io), service)
                 .with_upgrades();
             tokio::pin!(conn);
             tokio::select! {
@@ -154,8 +170,12 @@ impl Session {
                 _ = &mut idle => Ok(()),
             }
         };
-        if let Err(e) = r {
-            tracing::debug!(error = %e, "connection inside a tunnel ended with an error");
+        match r {
+            Err(e) if e.is_parse() || e.is_parse_too_large() => {
+                conn::record_unparsable(&ctx, guard.refused(), &e)
+            }
+            Err(e) => tracing::debug!(error = %e, "connection inside a tunnel ended with an error"),
+            Ok(()) => {}
         }
     }
 

@@ -17,7 +17,7 @@ use super::rewind::Rewind;
 use crate::conn::{ConnCtx, Exchange};
 use crate::forward::Spare;
 use crate::log::Verdict;
-use crate::policy::{self, CheckedAddr, OpaqueVerdict, Refusal, Target, TunnelStart};
+use crate::policy::{self, CheckedAddr, Refusal, Target, TunnelStart};
 use crate::tunnel::{self, ClientIo, Counted, RelayBytes, RelayEnd};
 
 /// Serves an answered CONNECT. `intercept` is what the CONNECT was
@@ -40,14 +40,24 @@ pub async fn tunnel_session(
     let (first, start) = peek(&mut client, limits.header_timeout).await;
     if let Err(r) = policy::decide_tunnel_start(&target, &start) {
         tracing::info!(task = %ctx.task.id, url = %ex.url, rule = r.rule.as_str(), "tunnel closed: {}", r.reason);
-        ctx.record(&ex, Verdict::Deny, Some(&r), 403, (first.len() as u64, 0));
+        ctx.record(
+            &ex,
+            Verdict::Deny,
+            Some(&r),
+            r.rule.status(),
+            (first.len() as u64, 0),
+        );
         return;
     }
     let served_as = match start {
         TunnelStart::Nothing => None,
-        TunnelStart::Http => Some(Scheme::Http),
-        TunnelStart::Tls { .. } if intercept => Some(Scheme::Https),
-        TunnelStart::Tls { .. } | TunnelStart::Other | TunnelStart::BadHello(_) => {
+        TunnelStart::Http => Some((Scheme::Http, false)),
+        TunnelStart::Http2 => Some((Scheme::Http, true)),
+        TunnelStart::Tls { .. } if intercept => Some((Scheme::Https, false)),
+        TunnelStart::Tls { .. }
+        | TunnelStart::Other
+        | TunnelStart::BadHello(_)
+        | TunnelStart::Unfinished(_) => {
             ex.body = true;
             let verdict = Box::pin(opaque(
                 &ctx,
@@ -77,7 +87,7 @@ pub async fn tunnel_session(
             return;
         }
     };
-    if let Some(scheme) = served_as {
+    if let Some((scheme, h2c)) = served_as {
         // Each request inside is decided and logged on its own.
         ex.body = false;
         let host = target.host.to_string();
@@ -96,6 +106,7 @@ pub async fn tunnel_session(
             target: Arc::new(target),
             spare: Arc::new(spare),
             scheme,
+            h2c,
         };
         Box::pin(session.serve(io, &limits, &bytes, stop)).await;
     }
@@ -109,9 +120,10 @@ fn totals(bytes: &RelayBytes) -> (u64, u64) {
     )
 }
 
-/// Relays a tunnel opaquely once taint allows it: registered first, so a
-/// taint that lands while it is being checked still closes it. Returns
-/// the verdict to log, or the refusal.
+/// Relays a tunnel opaquely once policy, asked again now, allows it:
+/// registered first, so a taint or a reload that lands while it is being
+/// checked still closes it (the CONNECT's own decision may be up to a
+/// head timeout old). Returns the verdict to log, or the refusal.
 #[allow(clippy::too_many_arguments)]
 async fn opaque(
     ctx: &ConnCtx,
@@ -129,19 +141,15 @@ async fn opaque(
         .task
         .tunnels
         .register(&host, addr.addr(), true, stop.clone());
-    let snap = ctx.shared.snapshot.load_full();
-    let Some(task) = snap.task(&ctx.task.id) else {
-        return Err(crate::conn::task_gone());
-    };
-    let taint = ctx.task.taint.state(&host, &task.taint);
-    let verdict = match policy::decide_opaque(task.taint.mode, &host, &taint) {
-        OpaqueVerdict::Refuse(r) => {
+    let verdict = match ctx.recheck_open(target, addr.addr(), true) {
+        Err(r) => {
             tracing::info!(task = %ctx.task.id, host, "tunnel closed: {}", r.reason);
             return Err(r);
         }
-        OpaqueVerdict::RelayWouldDeny(w) if admitted.1.is_none() => (Verdict::WouldDeny, Some(w)),
-        OpaqueVerdict::RelayWouldDeny(_) | OpaqueVerdict::Relay => admitted,
+        Ok(Some(w)) if admitted.1.is_none() => (Verdict::WouldDeny, Some(w)),
+        Ok(_) => admitted,
     };
+    let snap = ctx.shared.snapshot.load();
     let idle = snap.limits.tunnel_idle_timeout;
     drop(snap);
     let end = relay_opaque(client, upstream, first, bytes, idle, &stop).await;

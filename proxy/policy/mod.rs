@@ -21,7 +21,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 pub use target::{Host, Target, TargetError};
-pub use tunnel::{decide_opaque, decide_tunnel_start, OpaqueVerdict, TunnelStart};
+pub use tunnel::{decide_open, decide_tunnel_start, TunnelStart};
 
 /// The stable rule ids of SPEC §4 (plus sluice's own capacity rule).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -2,7 +2,12 @@
 //! bytes may be (SPEC §9 "ClientHello"), and whether an opaque relay may
 //! carry it given the host's taint. Pure, like the rest of `policy`.
 
-use super::{Host, Refusal, Rule, TaintMode, TaintState, Target};
+use std::net::SocketAddr;
+
+use super::{
+    decide_addresses, decide_name, Decision, Host, HostHeader, NameVerdict, OwnAddrs, Refusal,
+    Resolution, Rule, TaintState, Target, TaskRules,
+};
 
 /// What a tunnel's client sent first, as `intercept::hello` read it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,6 +20,12 @@ pub enum TunnelStart {
     BadHello(String),
     /// An HTTP/1 request line: served as HTTP, each request decided.
     Http,
+    /// The HTTP/2 preface (`PRI * HTTP/2.0`, h2c with prior knowledge):
+    /// served as HTTP/2, each request decided.
+    Http2,
+    /// Bytes that could still have become a request line when the client
+    /// stalled or closed: what they name cannot be shown.
+    Unfinished(String),
     /// Anything else: relayed opaquely (it carries a body).
     Other,
     /// The client closed, or sent nothing before the head timeout.
@@ -50,7 +61,13 @@ pub fn decide_tunnel_start(target: &Target, start: &TunnelStart) -> Result<(), R
                 target.host
             ),
         )),
-        TunnelStart::Http | TunnelStart::Other | TunnelStart::Nothing => Ok(()),
+        TunnelStart::Unfinished(why) => Err(Refusal::new(
+            Rule::BadTarget,
+            format!("{why}, so the host it names cannot be checked"),
+        )),
+        TunnelStart::Http | TunnelStart::Http2 | TunnelStart::Other | TunnelStart::Nothing => {
+            Ok(())
+        }
     }
 }
 
@@ -66,38 +83,31 @@ fn sni_names(sni: Option<&str>, target: &Target) -> bool {
     }
 }
 
-/// The verdict on relaying a tunnel opaquely, which cannot be shown to
-/// carry no body (SPEC §4), given the host's taint.
-#[must_use]
-#[derive(Debug, PartialEq, Eq)]
-pub enum OpaqueVerdict {
-    Relay,
-    /// Shadow mode: relayed, logged as `would_deny` with this refusal.
-    RelayWouldDeny(Refusal),
-    Refuse(Refusal),
-}
-
-/// Taint rules for an opaque relay to `host` (a CONNECT tunnel that is
-/// not intercepted, or an upgraded WebSocket / h2c connection).
-pub fn decide_opaque(mode: TaintMode, host: &str, taint: &TaintState) -> OpaqueVerdict {
-    let refusal = match taint {
-        _ if mode == TaintMode::Off => return OpaqueVerdict::Relay,
-        TaintState::Clean => return OpaqueVerdict::Relay,
-        TaintState::Tainted(p) => Refusal {
-            rule: Rule::UntrustedTarget,
-            reason: format!(
-                "{host} is tainted ({p}) and an opaque connection cannot be shown to carry no body"
-            ),
-            tainted_by: Some(p.clone()),
-        },
-        TaintState::Overflow => Refusal::new(
-            Rule::UntrustedTarget,
-            "the task's taint set is full, so every host counts as tainted, and an opaque connection cannot be shown to carry no body",
-        ),
+/// Is a connection that is already open — an opaque tunnel, an upgraded
+/// relay, or (for a reload) any registered tunnel — still within policy
+/// under the config in force now? The same rules a new request meets, on
+/// the address it is connected to (never resolved again): `Ok` with any
+/// shadow-mode refusal to log, or the refusal that closes it. `opaque`
+/// connections carry a body, so taint applies to them.
+pub fn decide_open(
+    rules: &TaskRules,
+    target: &Target,
+    connected: SocketAddr,
+    own: &OwnAddrs,
+    taint: &TaintState,
+    opaque: bool,
+) -> Result<Option<Refusal>, Refusal> {
+    let would_deny = match decide_name(rules, target, &HostHeader::Absent) {
+        NameVerdict::Deny(r) => return Err(r),
+        NameVerdict::Proceed { would_deny } => would_deny,
     };
-    match mode {
-        TaintMode::Enforce => OpaqueVerdict::Refuse(refusal),
-        TaintMode::Shadow | TaintMode::Off => OpaqueVerdict::RelayWouldDeny(refusal),
+    let resolution = match target.host {
+        Host::Ip(ip) => Resolution::Literal(ip),
+        Host::Name(_) => Resolution::Resolved(vec![connected.ip()]),
+    };
+    match decide_addresses(rules, target, &resolution, own, taint, opaque, would_deny) {
+        Decision::Allow { would_deny, .. } => Ok(would_deny),
+        Decision::Deny(r) => Err(r),
     }
 }
 
@@ -158,6 +168,13 @@ mod tests {
                 Some(Rule::SniMismatch),
             ),
             ("plain HTTP", &name, TunnelStart::Http, None),
+            ("h2c preface", &name, TunnelStart::Http2, None),
+            (
+                "unfinished request line",
+                &name,
+                TunnelStart::Unfinished("x".into()),
+                Some(Rule::BadTarget),
+            ),
             ("other bytes", &name, TunnelStart::Other, None),
             ("nothing", &name, TunnelStart::Nothing, None),
         ];
@@ -168,57 +185,89 @@ mod tests {
     }
 
     #[test]
-    fn opaque_table() {
+    fn open_connection_table() {
+        use crate::policy::{AllowList, AllowMode, TaintMode};
+        let mut allow = AllowList::default();
+        allow.insert(Host::Name("pkgs.example.com".into()), 443);
+        let rules = |taint_mode, allow_mode| TaskRules {
+            allow: allow.clone(),
+            allow_mode,
+            allow_private: vec!["127.0.0.0/8".parse().unwrap()],
+            taint_mode,
+        };
         let p = Provenance {
             source: "http://docs.example.com/".into(),
             at: "now".into(),
         };
         let tainted = TaintState::Tainted(p);
-        use OpaqueVerdict as V;
-        let is = |v: V| match v {
-            V::Relay => "relay",
-            V::RelayWouldDeny(_) => "would",
-            V::Refuse(_) => "refuse",
-        };
-        let cases = [
+        let addr: SocketAddr = "127.0.0.1:443".parse().unwrap();
+        let mut own = OwnAddrs::default();
+        own.add_listener("127.0.0.1:3128".parse().unwrap());
+        let cases: Vec<(&str, TaskRules, Target, TaintState, bool, &str)> = vec![
             (
-                "clean enforce",
-                TaintMode::Enforce,
+                "clean, allowed",
+                rules(TaintMode::Enforce, AllowMode::Enforce),
+                t("pkgs.example.com:443"),
                 TaintState::Clean,
-                "relay",
+                true,
+                "ok",
             ),
             (
-                "tainted enforce",
-                TaintMode::Enforce,
+                "tainted opaque, enforce",
+                rules(TaintMode::Enforce, AllowMode::Enforce),
+                t("pkgs.example.com:443"),
                 tainted.clone(),
-                "refuse",
+                true,
+                "untrusted-target",
             ),
             (
-                "tainted shadow",
-                TaintMode::Shadow,
+                "tainted opaque, shadow",
+                rules(TaintMode::Shadow, AllowMode::Enforce),
+                t("pkgs.example.com:443"),
                 tainted.clone(),
+                true,
                 "would",
             ),
-            ("tainted off", TaintMode::Off, tainted, "relay"),
             (
-                "overflow enforce",
-                TaintMode::Enforce,
-                TaintState::Overflow,
-                "refuse",
+                "tainted but served (not opaque)",
+                rules(TaintMode::Enforce, AllowMode::Enforce),
+                t("pkgs.example.com:443"),
+                tainted,
+                false,
+                "ok",
             ),
             (
-                "overflow shadow",
-                TaintMode::Shadow,
+                "overflow opaque",
+                rules(TaintMode::Enforce, AllowMode::Enforce),
+                t("pkgs.example.com:443"),
                 TaintState::Overflow,
+                true,
+                "untrusted-target",
+            ),
+            (
+                "host left the allow-list",
+                rules(TaintMode::Enforce, AllowMode::Enforce),
+                t("gone.example.com:443"),
+                TaintState::Clean,
+                true,
+                "not-allowed",
+            ),
+            (
+                "left the allow-list, shadow",
+                rules(TaintMode::Enforce, AllowMode::Shadow),
+                t("gone.example.com:443"),
+                TaintState::Clean,
+                true,
                 "would",
             ),
         ];
-        for (what, mode, state, want) in cases {
-            assert_eq!(
-                is(decide_opaque(mode, "h.example.com", &state)),
-                want,
-                "case {what}"
-            );
+        for (what, r, target, taint, opaque, want) in cases {
+            let got = match decide_open(&r, &target, addr, &own, &taint, opaque) {
+                Ok(None) => "ok",
+                Ok(Some(_)) => "would",
+                Err(refusal) => refusal.rule.as_str(),
+            };
+            assert_eq!(got, want, "case {what}");
         }
     }
 }

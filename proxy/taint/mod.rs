@@ -150,7 +150,7 @@ impl TaintStore {
                     event: OVERFLOW_EVENT.into(),
                     max_hosts: settings.max_hosts,
                 };
-                log.line(self.task.clone(), "taint.jsonl", &rec);
+                log.taint_line(self.task.clone(), &rec);
             }
             return Inserted::Overflow { first };
         }
@@ -173,7 +173,7 @@ impl TaintStore {
             host: host.to_string(),
             source: source.to_string(),
         };
-        log.line(self.task.clone(), "taint.jsonl", &rec);
+        log.taint_line(self.task.clone(), &rec);
         Inserted::New
     }
 

@@ -39,6 +39,20 @@ pub fn tunnel(s: &Sluice, authority: &str) -> TcpStream {
     c
 }
 
+/// The status sluice answers a CONNECT with (the tunnel, if any, is
+/// dropped at once).
+fn connect_status(s: &Sluice, authority: &str) -> u16 {
+    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(c, "CONNECT {authority} HTTP/1.1\r\n\r\n").unwrap();
+    let mut buf = [0u8; 12];
+    let _ = c.read_exact(&mut buf);
+    std::str::from_utf8(&buf[9..12])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Reads until the peer closes (or 10 s): what came back.
 fn drain(c: &mut TcpStream) -> Vec<u8> {
     let mut out = Vec::new();
@@ -248,11 +262,7 @@ fn connection_cap_counts_open_tunnels() {
     drop(held.pop());
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let a = parse_http(&raw(
-            &s.proxy_addr(),
-            format!("CONNECT {authority} HTTP/1.1\r\n\r\n").as_bytes(),
-        ));
-        if a.as_ref().is_some_and(|a| a.status == 200) {
+        if connect_status(&s, &authority) == 200 {
             break;
         }
         assert!(Instant::now() < deadline, "a slot never came back");
@@ -460,5 +470,98 @@ fn content_length_and_chunked_together_smuggle_nothing() {
         seen.len() <= 1,
         "{seen:?}; client got {}",
         String::from_utf8_lossy(&back)
+    );
+}
+
+/// Review findings: plain HTTP that sluice did not read as HTTP (a blank
+/// line first, a lower-case or unusual method, a start that stalls while it
+/// could still be a request line) or TLS that did not start with a
+/// handshake record was relayed opaquely — Host unchecked (plain-text
+/// domain fronting) and the response unscanned. Each is now decided or
+/// refused, and nothing reaches the upstream under another Host.
+#[test]
+fn http_or_tls_in_disguise_inside_connect_is_decided() {
+    let up = RawUpstream::start(RawUpstream::record);
+    let dns = FakeDns::start();
+    let s = Sluice::start(&pkgs_config(
+        &dns,
+        up.port,
+        "intercept = \"none\"",
+        "[limits]\nheader_timeout_secs = 2\n",
+    ));
+    let authority = format!("pkgs.example.com:{}", up.port);
+    let fronted = |prefix: &str| format!("{prefix} / HTTP/1.1\r\nHost: evil.example.net\r\n\r\n");
+    for (what, bytes) in [
+        ("blank line first", format!("\r\n{}", fronted("GET"))),
+        ("lower-case method", fronted("get")),
+        ("token method", fronted("M-SEARCH")),
+    ] {
+        let mut c = tunnel(&s, &authority);
+        c.write_all(bytes.as_bytes()).unwrap();
+        let mut buf = [0u8; 4096];
+        let n = c.read(&mut buf).unwrap_or(0);
+        let a = parse_http(&buf[..n])
+            .unwrap_or_else(|| panic!("{what}: {}", String::from_utf8_lossy(&buf[..n])));
+        assert_refused(&a, 403, "host-mismatch");
+    }
+    // A method, then silence past the head timeout: refused, not relayed.
+    let mut c = tunnel(&s, &authority);
+    c.write_all(b"GET").unwrap();
+    assert!(drain(&mut c).is_empty());
+    let row = row_where(&s, "t", "pkgs.example.com", |r| {
+        r["kind"] == "connect" && r["rule"] == "bad-target"
+    });
+    assert_eq!(row["decision"], "deny");
+    // TLS that does not start with a handshake record: an alert, then a
+    // hello naming another host.
+    let mut c = tunnel(&s, &authority);
+    let mut bytes = vec![0x15, 0x03, 0x03, 0x00, 0x02, 0x01, 0x00];
+    bytes.extend_from_slice(HELLO);
+    let _ = c.write_all(&bytes);
+    assert!(drain(&mut c).is_empty());
+    let row = row_where(&s, "t", "pkgs.example.com", |r| r["rule"] == "sni-mismatch");
+    assert_eq!(row["decision"], "deny");
+    assert_eq!(up.bytes(), 0, "nothing reached the upstream");
+}
+
+/// Review finding: a tunnel that stays silent while a reload removes its
+/// host registered only after its first bytes, so the reload did not see
+/// it and the relay then ran under the old decision.
+#[test]
+fn a_tunnel_waiting_for_its_first_bytes_meets_the_reload() {
+    let up = RawUpstream::start(RawUpstream::record);
+    let dns = FakeDns::start();
+    let cfg = pkgs_config(&dns, up.port, "intercept = \"none\"", "");
+    let s = Sluice::start(&cfg);
+    let authority = format!("pkgs.example.com:{}", up.port);
+    let mut c = tunnel(&s, &authority);
+    // Reload without the host (polled until a new CONNECT is refused).
+    std::fs::write(
+        &s.config,
+        cfg.replace(&format!("\"{authority}\""), "\"other.example.com:1\""),
+    )
+    .unwrap();
+    s.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if connect_status(&s, &authority) == 403 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the reload never took effect");
+        thread::sleep(Duration::from_millis(100));
+    }
+    let _ = c.write_all(b"\x00opaque bytes after the reload");
+    assert!(drain(&mut c).is_empty());
+    let row = row_where(&s, "t", "pkgs.example.com", |r| {
+        r["kind"] == "connect"
+            && r["rule"] == "not-allowed"
+            && r["status"] == 403
+            && r["bytes_up"].as_u64() > Some(0)
+    });
+    assert_eq!(row["decision"], "deny");
+    assert_eq!(
+        up.bytes(),
+        0,
+        "no byte went upstream under the old decision"
     );
 }
