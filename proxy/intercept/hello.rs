@@ -57,11 +57,11 @@ async fn read_start<S: AsyncRead + Unpin>(
         seen.reserve(4096);
         let read = tokio::time::timeout_at(deadline, io.read_buf(&mut seen)).await;
         if !matches!(read, Ok(Ok(n)) if n > 0) {
-            let why = match read {
-                Err(_) => "stalled before its end",
-                _ => "was cut off by the client",
+            let (why, stalled) = match read {
+                Err(_) => ("stalled before its end", true),
+                _ => ("was cut off by the client", false),
             };
-            return (seen, reader.incomplete(why));
+            return (seen, reader.incomplete(why, stalled));
         }
     }
 }
@@ -169,13 +169,18 @@ impl StartReader {
         }
     }
 
-    /// The stream ended (or stalled, `why`) before the start was known.
-    pub fn incomplete(&self, why: &str) -> TunnelStart {
+    /// The stream stalled (`stalled`) or ended before the start was known;
+    /// `why` says which, for the refusal.
+    pub fn incomplete(&self, why: &str, stalled: bool) -> TunnelStart {
         if self.tls || (self.prefix.len() < 3 && self.prefix.first().is_some_and(|b| b & 0x80 != 0))
         {
             TunnelStart::BadHello(format!("the TLS ClientHello {why}"))
         } else if self.prefix.is_empty() {
             TunnelStart::Nothing
+        } else if !stalled {
+            // The client closed its side: these bytes are all there is, and
+            // they are no request line.
+            TunnelStart::Other
         } else {
             // Still ambiguous: it may be a request line sluice never saw.
             TunnelStart::Unfinished(format!(
@@ -299,7 +304,10 @@ mod tests {
             // Either refused now, or waiting for more; never Other.
             assert!(is_bad(&p) || p == Peeked::NeedMore, "case {what}: {p:?}");
             if p == Peeked::NeedMore {
-                assert!(matches!(r.incomplete("stalled"), TunnelStart::BadHello(_)));
+                assert!(matches!(
+                    r.incomplete("stalled", true),
+                    TunnelStart::BadHello(_)
+                ));
             }
         }
     }
@@ -309,7 +317,7 @@ mod tests {
         let mut r = StartReader::default();
         assert_eq!(r.push(&HELLO[..40]), Peeked::NeedMore);
         assert!(matches!(
-            r.incomplete("stalled before its end"),
+            r.incomplete("stalled before its end", true),
             TunnelStart::BadHello(s) if s.contains("stalled")
         ));
     }
@@ -387,13 +395,15 @@ mod tests {
         // Nothing at all, and a start that stalls while it could still be
         // a request line (refused, never relayed unread).
         let r = StartReader::default();
-        assert_eq!(r.incomplete("ended"), TunnelStart::Nothing);
+        assert_eq!(r.incomplete("ended", false), TunnelStart::Nothing);
         let mut r = StartReader::default();
         assert_eq!(r.push(b"GET"), Peeked::NeedMore);
         assert!(matches!(
-            r.incomplete("stalled"),
+            r.incomplete("stalled", true),
             TunnelStart::Unfinished(_)
         ));
+        // The same bytes followed by the client's close are all there is.
+        assert_eq!(r.incomplete("was cut off", false), TunnelStart::Other);
     }
 
     /// Review finding: other TLS record types and SSLv2-style hellos were
@@ -412,7 +422,7 @@ mod tests {
             let p = r.push(bytes);
             let bad = is_bad(&p)
                 || (p == Peeked::NeedMore
-                    && matches!(r.incomplete("stalled"), TunnelStart::BadHello(_)));
+                    && matches!(r.incomplete("stalled", true), TunnelStart::BadHello(_)));
             assert!(bad, "case {what}: {p:?}");
         }
         // The SSLv2 length byte alone waits for the third byte.
