@@ -40,7 +40,7 @@ pub struct TaskRuntime {
     /// Hosts named by this task's fetched responses.
     pub taint: Arc<TaintStore>,
     /// Open tunnels, so a new taint or a reload can close them.
-    pub tunnels: TunnelRegistry,
+    pub tunnels: Arc<TunnelRegistry>,
     /// This task's metric handles (no label work on the hot path).
     pub metrics: TaskMetrics,
 }
@@ -71,7 +71,7 @@ impl TaskRuntime {
             max_conns: AtomicUsize::new(max),
             pool: Arc::new(Pool::default()),
             taint: Arc::new(store),
-            tunnels: TunnelRegistry::default(),
+            tunnels: Arc::default(),
             metrics: task_metrics,
         }
     }

@@ -18,27 +18,46 @@ use crate::taint::body::BodyScanner;
 
 use super::pool::{Pool, PoolKey, Sender};
 
-/// Counts the bytes of a request body as it is sent upstream.
+/// Counts the bytes of a request body as it is sent upstream. A body that
+/// carries data is registered like a tunnel while it streams: when its
+/// host becomes tainted or leaves the allow-list, no further chunk goes
+/// up and the upload fails.
 pub(super) struct CountingBody {
     pub(super) inner: Incoming,
     pub(super) counter: Arc<AtomicU64>,
+    pub(super) revoked: Option<(
+        crate::taint::OwnedTunnelGuard,
+        tokio_util::sync::CancellationToken,
+    )>,
 }
+
+/// The error an upload ends with when its destination is revoked.
+#[derive(Debug, thiserror::Error)]
+#[error("the upload was cut: its host became tainted or left the allow-list")]
+pub(super) struct UploadRevoked;
 
 impl Body for CountingBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = crate::respond::BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.revoked.as_ref().is_some_and(|(_, t)| t.is_cancelled()) {
+            return Poll::Ready(Some(Err(Box::new(UploadRevoked))));
+        }
         let r = Pin::new(&mut self.inner).poll_frame(cx);
         if let Poll::Ready(Some(Ok(f))) = &r {
             if let Some(d) = f.data_ref() {
                 self.counter.fetch_add(d.len() as u64, Ordering::Relaxed);
             }
         }
-        r
+        if matches!(r, Poll::Ready(None)) {
+            // Sent whole: nothing left to revoke.
+            self.revoked = None;
+        }
+        r.map(|o| o.map(|res| res.map_err(Into::into)))
     }
     fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()

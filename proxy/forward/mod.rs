@@ -173,9 +173,30 @@ pub async fn exchange(
         hyper::upgrade::on(r)
     });
     let bytes_up = Arc::new(AtomicU64::new(0));
+    // A body registers like a tunnel, then policy is asked again: a taint
+    // or reload that landed since `admit` is not missed, and one that lands
+    // while it streams cuts it.
+    let revoked = match (body && !upgrade, admitted.addrs.first()) {
+        (true, Some(addr)) => {
+            let stop = ctx.shared.hard_stop.child_token();
+            let guard = ctx
+                .task
+                .tunnels
+                .register_owned(&ex.host, addr.addr(), stop.clone());
+            if let Err(r) = ctx.recheck_open(target, addr.addr(), true) {
+                drop(guard);
+                let req = Request::from_parts(parts, incoming);
+                drain(req).await;
+                return ctx.refuse(&ex, r);
+            }
+            Some((guard, stop))
+        }
+        _ => None,
+    };
     let up_body = CountingBody {
         inner: incoming,
         counter: bytes_up.clone(),
+        revoked,
     }
     .boxed();
     let path_and_query = parts

@@ -18,7 +18,7 @@ use crate::policy::{CheckedAddr, Permit, Rule};
 use crate::tunnel::{self, DialError};
 
 /// The body type sent upstream.
-pub type UpBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+pub type UpBody = http_body_util::combinators::BoxBody<Bytes, crate::respond::BodyError>;
 
 /// How long an idle upstream connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(60);

@@ -250,6 +250,34 @@ impl TunnelRegistry {
         }
     }
 
+    /// Registers a body-carrying connection whose owner cannot hold a
+    /// borrow (a request body streaming upstream).
+    pub fn register_owned(
+        self: &Arc<Self>,
+        host: &str,
+        addr: SocketAddr,
+        token: CancellationToken,
+    ) -> OwnedTunnelGuard {
+        let guard = self.register(host, addr, true, token);
+        let id = guard.id;
+        std::mem::forget(guard);
+        OwnedTunnelGuard {
+            registry: self.clone(),
+            host: host.to_string(),
+            id,
+        }
+    }
+
+    fn remove(&self, host: &str, id: u64) {
+        let mut open = self.lock();
+        if let Some(t) = open.get_mut(host) {
+            t.remove(&id);
+            if t.is_empty() {
+                open.remove(host);
+            }
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<u64, TunnelEntry>>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -291,13 +319,21 @@ impl TunnelRegistry {
 
 impl Drop for TunnelGuard<'_> {
     fn drop(&mut self) {
-        let mut open = self.registry.lock();
-        if let Some(t) = open.get_mut(&self.host) {
-            t.remove(&self.id);
-            if t.is_empty() {
-                open.remove(&self.host);
-            }
-        }
+        self.registry.remove(&self.host, self.id);
+    }
+}
+
+/// A registration that owns its registry handle, for what cannot borrow
+/// it: a request body streaming upstream.
+pub struct OwnedTunnelGuard {
+    registry: Arc<TunnelRegistry>,
+    host: String,
+    id: u64,
+}
+
+impl Drop for OwnedTunnelGuard {
+    fn drop(&mut self) {
+        self.registry.remove(&self.host, self.id);
     }
 }
 
