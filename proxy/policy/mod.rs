@@ -120,10 +120,14 @@ pub enum SelfTaint {
 }
 
 /// Does a host name the scanner found in a response join the task's taint
-/// set? Not the host that served the response (unless `self = "taint"`),
-/// and not a single label (`intranet`, or noise such as `b` from a base64
-/// string) unless some task's allow-list names it — a name nobody can
-/// reach is no destination. Exemptions are the store's to apply.
+/// set? Only a name someone could reach: one under a public suffix with a
+/// label before it (`paste.example.com`; a private-section suffix such as
+/// `httpbin.org` is itself a reachable host), or one that some task's
+/// allow-list names (`intranet`, `registry.internal`). Not the host that
+/// served the response (unless `self = "taint"`). Noise — a single label
+/// from a base64 string, `domain.tld` from an example — stays out, so the
+/// set keeps room and its provenance stays readable. Exemptions are the
+/// store's to apply.
 pub fn worth_tainting(
     name: &str,
     served_by: &str,
@@ -133,7 +137,18 @@ pub fn worth_tainting(
     if self_taint == SelfTaint::Exclude && name == served_by {
         return false;
     }
-    name.contains('.') || allowed_somewhere(name)
+    reachable_name(name) || allowed_somewhere(name)
+}
+
+/// Is `name` under a known public suffix, with a label before it (or
+/// itself a private-section suffix, which names a real host)?
+fn reachable_name(name: &str) -> bool {
+    match psl::suffix(name.as_bytes()) {
+        Some(s) if s.is_known() => {
+            s.typ() == Some(psl::Type::Private) || s.as_bytes().len() < name.len()
+        }
+        _ => false,
+    }
 }
 
 /// The set of exact `host:port` pairs a task may reach.

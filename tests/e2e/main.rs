@@ -10,6 +10,7 @@ mod denials;
 mod evasion;
 mod faults;
 mod forward;
+mod installs;
 mod limits;
 mod netns;
 mod ops;
