@@ -6,7 +6,7 @@
 //! `X-Forwarded-For`. Must not decide: it only runs after `conn::admit`.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,6 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
-use hyper_util::rt::TokioIo;
 
 use crate::config::{Snapshot, TaskConfig};
 use crate::conn::{self, ConnCtx, Exchange};
@@ -24,10 +23,12 @@ use crate::policy::{
 };
 use crate::respond::{self, ProxyBody};
 use crate::taint::body::BodyScanner;
-use crate::tunnel::{self, DialError, RelayBytes};
+use crate::tunnel::DialError;
+use tokio_util::sync::CancellationToken;
 
 mod body;
 mod pool;
+mod upgrade;
 
 use body::{CountingBody, Finish, RelayBody, Scan};
 use pool::connect;
@@ -173,25 +174,12 @@ pub async fn exchange(
         hyper::upgrade::on(r)
     });
     let bytes_up = Arc::new(AtomicU64::new(0));
-    // A body registers like a tunnel, then policy is asked again: a taint
-    // or reload that landed since `admit` is not missed, and one that lands
-    // while it streams cuts it.
-    let revoked = match (body && !upgrade, admitted.addrs.first()) {
-        (true, Some(addr)) => {
-            let stop = ctx.shared.hard_stop.child_token();
-            let guard = ctx
-                .task
-                .tunnels
-                .register_owned(&ex.host, addr.addr(), stop.clone());
-            if let Err(r) = ctx.recheck_open(target, addr.addr(), true) {
-                drop(guard);
-                let req = Request::from_parts(parts, incoming);
-                drain(req).await;
-                return ctx.refuse(&ex, r);
-            }
-            Some((guard, stop))
+    let revoked = match register_body(&ctx, &ex, target, &admitted, body && !upgrade) {
+        Ok(r) => r,
+        Err(r) => {
+            drain(Request::from_parts(parts, incoming)).await;
+            return ctx.refuse(&ex, r);
         }
-        _ => None,
     };
     let up_body = CountingBody {
         inner: incoming,
@@ -288,37 +276,17 @@ pub async fn exchange(
             // response's extensions.
             let mut holder = Response::new(());
             *holder.extensions_mut() = std::mem::take(&mut rparts.extensions);
-            let upstream_upgrade = hyper::upgrade::on(holder);
-            let ctx2 = ctx.clone();
-            let idle = snap.limits.tunnel_idle_timeout;
-            let target = target.clone();
-            ctx.shared.tracker.spawn(async move {
-                let bytes = RelayBytes::default();
-                let (client, upstream) = (client_upgrade.await, upstream_upgrade.await);
-                let relayed = match (client, upstream) {
-                    (Ok(c), Ok(u)) => {
-                        upgraded_relay(
-                            &ctx2,
-                            &target,
-                            addr,
-                            TokioIo::new(c),
-                            TokioIo::new(u),
-                            &bytes,
-                            idle,
-                        )
-                        .await
-                    }
-                    _ => Ok(()),
-                };
-                let up = bytes_up.load(Ordering::Relaxed) + bytes.up.load(Ordering::Relaxed);
-                let down = bytes.down.load(Ordering::Relaxed);
-                match relayed {
-                    Ok(()) => ctx2.record(&ex, verdict, would_deny.as_ref(), status, (up, down)),
-                    Err(r) => {
-                        ctx2.record(&ex, crate::log::Verdict::Deny, Some(&r), status, (up, down))
-                    }
-                }
-            });
+            let relay = upgrade::Upgraded {
+                ctx: ctx.clone(),
+                target: target.clone(),
+                addr,
+                idle: snap.limits.tunnel_idle_timeout,
+                ex,
+                verdict: (verdict, would_deny),
+                status,
+                bytes_up,
+            };
+            relay.spawn(client_upgrade, hyper::upgrade::on(holder));
             drop(sender);
             return Response::from_parts(rparts, respond::empty());
         }
@@ -342,36 +310,26 @@ pub async fn exchange(
     Response::from_parts(rparts, relay.boxed())
 }
 
-/// Relays an upgraded connection (WebSocket, h2c) like an opaque tunnel:
-/// registered first, so that a taint landing meanwhile, or a reload that
-/// no longer allows the host, closes it; then decided again under the
-/// config in force now (the upstream's 101 may have taken a while).
-async fn upgraded_relay<A, B>(
-    ctx: &ConnCtx,
+/// A body registers like a tunnel, then policy is asked again: a taint or
+/// reload that landed since `admit` is not missed, and one that lands
+/// while it streams cuts it (see `CountingBody`).
+fn register_body(
+    ctx: &Arc<ConnCtx>,
+    ex: &Exchange,
     target: &Target,
-    addr: SocketAddr,
-    client: A,
-    upstream: B,
-    bytes: &RelayBytes,
-    idle: Duration,
-) -> Result<(), Refusal>
-where
-    A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    let host = target.host.to_string();
+    admitted: &conn::Admitted,
+    carries_body: bool,
+) -> Result<Option<(crate::taint::OwnedTunnelGuard, CancellationToken)>, Refusal> {
+    let Some(addr) = admitted.addrs.first().filter(|_| carries_body) else {
+        return Ok(None);
+    };
     let stop = ctx.shared.hard_stop.child_token();
-    let _registered = ctx.task.tunnels.register(&host, addr, true, stop.clone());
-    if let Err(r) = ctx.recheck_open(target, addr, true) {
-        tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: {}", r.reason);
-        return Err(r);
-    }
-    if tunnel::relay(client, upstream, bytes, idle, &stop).await == tunnel::RelayEnd::Cancelled
-        && !ctx.shared.hard_stop.is_cancelled()
-    {
-        tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: its host became tainted or left the allow-list");
-    }
-    Ok(())
+    let guard = ctx
+        .task
+        .tunnels
+        .register_owned(&ex.host, addr.addr(), stop.clone());
+    ctx.recheck_open(target, addr.addr(), true)?;
+    Ok(Some((guard, stop)))
 }
 
 /// Reads and discards a small refused request body, so that the client

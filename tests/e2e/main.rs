@@ -11,6 +11,7 @@ mod evasion;
 mod faults;
 mod forward;
 mod installs;
+mod lifetimes;
 mod limits;
 mod netns;
 mod ops;

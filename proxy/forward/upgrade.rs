@@ -1,0 +1,80 @@
+//! Upgraded connections (WebSocket, h2c) after the upstream's 101: relayed
+//! both ways like an opaque tunnel — registered, decided again under the
+//! config in force, closed when their host becomes tainted or leaves the
+//! allow-list — and logged once when they end. Must not decide itself.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+
+use crate::conn::{ConnCtx, Exchange};
+use crate::log::Verdict;
+use crate::policy::{Refusal, Target};
+use crate::tunnel::{self, RelayBytes};
+
+/// An exchange that switched protocols, ready to relay.
+pub(super) struct Upgraded {
+    pub(super) ctx: Arc<ConnCtx>,
+    pub(super) target: Target,
+    /// The checked address the upstream connection went to.
+    pub(super) addr: SocketAddr,
+    pub(super) idle: Duration,
+    pub(super) ex: Exchange,
+    /// The request's decision, for the log row.
+    pub(super) verdict: (Verdict, Option<Refusal>),
+    pub(super) status: u16,
+    /// Request-body bytes sent before the switch.
+    pub(super) bytes_up: Arc<AtomicU64>,
+}
+
+impl Upgraded {
+    /// Waits for both sides' upgraded connections, relays, then logs.
+    pub(super) fn spawn(self, client: OnUpgrade, upstream: OnUpgrade) {
+        let tracker = self.ctx.shared.tracker.clone();
+        tracker.spawn(async move {
+            let bytes = RelayBytes::default();
+            let relayed = match (client.await, upstream.await) {
+                (Ok(c), Ok(u)) => self.relay(TokioIo::new(c), TokioIo::new(u), &bytes).await,
+                _ => Ok(()),
+            };
+            let up = self.bytes_up.load(Ordering::Relaxed) + bytes.up.load(Ordering::Relaxed);
+            let down = bytes.down.load(Ordering::Relaxed);
+            let (verdict, refusal) = match &relayed {
+                Ok(()) => (self.verdict.0, self.verdict.1.as_ref()),
+                Err(r) => (Verdict::Deny, Some(r)),
+            };
+            self.ctx
+                .record(&self.ex, verdict, refusal, self.status, (up, down));
+        });
+    }
+
+    /// Registered first, so that a taint landing meanwhile, or a reload
+    /// that no longer allows the host, closes it; then decided again under
+    /// the config in force now (the upstream's 101 may have taken a while).
+    async fn relay<A, B>(&self, client: A, upstream: B, bytes: &RelayBytes) -> Result<(), Refusal>
+    where
+        A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+        B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let ctx = &self.ctx;
+        let host = self.target.host.to_string();
+        let stop = ctx.shared.hard_stop.child_token();
+        let _registered = ctx
+            .task
+            .tunnels
+            .register(&host, self.addr, true, stop.clone());
+        if let Err(r) = ctx.recheck_open(&self.target, self.addr, true) {
+            tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: {}", r.reason);
+            return Err(r);
+        }
+        let end = tunnel::relay(client, upstream, bytes, self.idle, &stop).await;
+        if end == tunnel::RelayEnd::Cancelled && !ctx.shared.hard_stop.is_cancelled() {
+            tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: its host became tainted or left the allow-list");
+        }
+        Ok(())
+    }
+}
