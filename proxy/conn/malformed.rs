@@ -42,6 +42,9 @@ impl GuardState {
     }
 }
 
+/// Bytes of an unparsed first request kept for its refusal and log row.
+const HEAD_KEPT: usize = 1024;
+
 /// A request line as received: escaped, each part cut to 256 bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawLine {
@@ -57,6 +60,8 @@ pub struct HeadGuard<S> {
     task: Arc<str>,
     /// Bytes read before the first request was parsed (bounded).
     head: Vec<u8>,
+    /// Bytes read before the first request, kept or not.
+    seen: usize,
     limit: usize,
     /// sluice's refusal, and how much of it is written.
     reply: Option<(Vec<u8>, usize)>,
@@ -69,6 +74,7 @@ impl<S> HeadGuard<S> {
             state,
             task,
             head: Vec::new(),
+            seen: 0,
             limit,
             reply: None,
         }
@@ -136,11 +142,14 @@ impl<S: AsyncRead + Unpin> AsyncRead for HeadGuard<S> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if self.guarding() && self.head.len() <= self.limit {
-            let room = self.limit + 1 - self.head.len();
+        if self.guarding() {
+            // Only the start of the request line is kept (enough for its
+            // method and 256 bytes of target); the rest is only counted.
             let new = &buf.filled()[before..];
+            let room = HEAD_KEPT.saturating_sub(self.head.len());
             let take = new.len().min(room);
             self.head.extend_from_slice(&new[..take]);
+            self.seen += new.len();
         } else if !self.head.is_empty() {
             self.head = Vec::new();
         }
@@ -152,7 +161,7 @@ impl<S: AsyncWrite + Unpin> HeadGuard<S> {
     /// Writes sluice's refusal in place of hyper's answer.
     fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.reply.is_none() {
-            let raw = request_line(&self.head, self.head.len() > self.limit);
+            let raw = request_line(&self.head, self.seen > self.limit);
             let bytes = crate::respond::raw_request_refusal(
                 &self.task,
                 &raw.method,
