@@ -1,7 +1,7 @@
 //! The tunnel-start reader (ClientHello reassembly, HTTP detection): never
 //! panics on arbitrary bytes pushed in arbitrary pieces, a verdict once
 //! given is final, the same bytes give the same verdict however they are
-//! split, and a TLS start (first byte 0x16) is never called opaque or HTTP.
+//! split, and a TLS start is never called opaque or HTTP.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use sluice::intercept::{Peeked, StartReader};
@@ -34,11 +34,16 @@ fuzz_target!(|data: &[u8]| {
         None => 0,
         Some(TunnelStart::Tls { .. }) => 1,
         Some(TunnelStart::BadHello(_)) => 2,
-        Some(TunnelStart::Http) => 3,
+        Some(TunnelStart::Http) | Some(TunnelStart::Http2) => 3,
         Some(TunnelStart::Other) => 4,
         Some(TunnelStart::Nothing) => 5,
+        // Only `incomplete` (a stall) says this, never `push`.
+        Some(TunnelStart::Unfinished(_)) => 6,
     };
-    if body[0] == 0x16 {
+    for s in [&whole, &split, &one_by_one] {
+        assert_ne!(kind(s), 6, "push never judges a start unfinished");
+    }
+    if body[0] == 0x16 || matches!(kind(&whole), 1 | 2) {
         for s in [&whole, &split, &one_by_one] {
             assert!(matches!(kind(s), 0 | 1 | 2), "TLS start judged {s:?}");
         }
