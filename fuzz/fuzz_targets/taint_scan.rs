@@ -1,10 +1,33 @@
 //! The taint scanner with every Content-Encoding and arbitrary chunking:
 //! never panics, stays within its scan limit, and (for identity bodies)
-//! finds the same hosts however the body is split.
+//! finds the same hosts however the body is split. The host scanner on its
+//! own, in each charset: split in two, it finds exactly what it finds
+//! whole; fed byte by byte (never the fast path), the same; with `peek` at
+//! the split, only names that are valid by themselves come in addition.
+//!
+//! Input: byte 0 picks the Content-Encoding (`% 6`) and the charset
+//! (`/ 6 % 3`: auto, UTF-16LE, UTF-16BE), byte 1 the split, the rest is
+//! the body.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use sluice::taint::body::BodyScanner;
-use sluice::taint::scan::scan_all;
+use sluice::taint::scan::{scan_all, Charset, Scanner};
+
+/// Names found feeding `chunks` (with `peek` after each if asked).
+fn scan(charset: Charset, chunks: &[&[u8]], peek: bool) -> Vec<String> {
+    let mut s = Scanner::with_charset(charset);
+    let mut found = Vec::new();
+    for c in chunks {
+        s.feed(c, &mut |h| found.push(h));
+        if peek {
+            s.peek(&mut |h| found.push(h));
+        }
+    }
+    s.finish(&mut |h| found.push(h));
+    found.sort();
+    found.dedup();
+    found
+}
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
@@ -31,5 +54,19 @@ fuzz_target!(|data: &[u8]| {
         for h in scan_all(body) {
             assert!(found.contains(&h), "split at {cut} lost {h}");
         }
+    }
+
+    let charset = [Charset::Auto, Charset::Utf16Le, Charset::Utf16Be][usize::from(data[0] / 6 % 3)];
+    let whole = scan(charset, &[body], false);
+    let halves = [&body[..cut], &body[cut..]];
+    assert_eq!(scan(charset, &halves, false), whole, "split at {cut}");
+    let bytes: Vec<&[u8]> = body.chunks(1).collect();
+    assert_eq!(scan(charset, &bytes, false), whole, "byte by byte");
+    let peeked = scan(charset, &halves, true);
+    for h in &whole {
+        assert!(peeked.contains(h), "peek at {cut} lost {h}");
+    }
+    for h in peeked.iter().filter(|h| !whole.contains(h)) {
+        assert_eq!(scan_all(h.as_bytes()), vec![h.clone()], "peek at {cut} added {h}");
     }
 });

@@ -66,24 +66,12 @@ pub const MAX_ARCHIVE_DEPTH: u8 = 4;
 /// share: 8 MiB.
 pub const WINDOW_BUDGET_LOG: u32 = 23;
 
-/// Which text encoding the scanner reads.
-///
-/// TEMPORARY shim: `scan.rs` is gaining `Charset` and
-/// `Scanner::with_charset`; until it has them, every charset scans as
-/// `Auto` does today. Replace this enum with `pub use
-/// super::scan::Charset;` and `scanner_for` with `Scanner::with_charset`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Charset {
-    /// Detect a byte-order mark; ASCII-compatible otherwise.
-    Auto,
-    Utf16Le,
-    Utf16Be,
-}
+/// Which text encoding the scanner reads (from the Content-Type charset).
+pub use super::scan::Charset;
 
 /// A scanner for a new text stream (see [`Charset`]).
 fn scanner_for(charset: Charset) -> Scanner {
-    let _ = charset;
-    Scanner::new()
+    Scanner::with_charset(charset)
 }
 
 /// Why the body was not scanned exactly as its encoding describes: it was

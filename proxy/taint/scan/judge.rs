@@ -1,0 +1,222 @@
+//! Judging a finished token: is it, or does it hold, a host name?
+//!
+//! A token is judged whole; one with non-ASCII characters also piece by
+//! piece where its script changes, and, when that finds nothing, by its
+//! ASCII runs. Each candidate is split at ellipses (`a.example.com...b.org`),
+//! trimmed of `.`, `-` and `_`, and normalised by the target normaliser
+//! (IDNA included); in URL context any valid name counts, else only a bare
+//! domain with a known public suffix and a label before it. Pure.
+
+use super::chars::Scripts;
+use super::{Scanner, SEEN_MAX};
+use crate::policy::target::normalize_host;
+use crate::policy::Host;
+
+impl Scanner {
+    /// Judges the token in progress (once per distinct token and
+    /// context in a stream).
+    pub(super) fn judge_token(&mut self, url: bool, term: u8, found: &mut impl FnMut(String)) {
+        let tok = &mut self.tok;
+        let cheap_no = if tok.wide {
+            !url && memchr::memchr(b'.', &tok.buf).is_none()
+        } else {
+            !url && !plausible_bare(&tok.buf)
+        };
+        if !cheap_no {
+            self.judge_plausible(url, term, found);
+        }
+    }
+
+    /// Judges the token in progress, known to be plausible.
+    pub(super) fn judge_plausible(&mut self, url: bool, term: u8, found: &mut impl FnMut(String)) {
+        let tok = &mut self.tok;
+        // The key: the token, its context, and whether base64 goes on
+        // after it (which drops a URL-context single label).
+        tok.buf
+            .push(u8::from(url) | u8::from(base64_goes_on(term)) << 1);
+        let known = self.seen.contains(&tok.buf);
+        if !known && self.seen.len() < SEEN_MAX {
+            self.seen.insert(tok.buf.clone());
+        }
+        tok.buf.pop();
+        if known {
+            return;
+        }
+        if tok.wide {
+            judge_wide(&tok.buf, url, term, found);
+        } else {
+            names(&tok.buf, url, term, found);
+        }
+    }
+
+    /// Judges part of a token with non-ASCII characters (not remembered).
+    pub(super) fn judge_text(
+        &mut self,
+        text: &[u8],
+        url: bool,
+        term: u8,
+        found: &mut impl FnMut(String),
+    ) {
+        if url || memchr::memchr(b'.', text).is_some() {
+            judge_wide(text, url, term, found);
+        }
+    }
+}
+
+/// A token with non-ASCII characters: whole, then by pieces where the
+/// script changes, then (if nothing counted yet) by ASCII runs, so a name
+/// glued to text in another script is found (`请访问paste.example.com`).
+fn judge_wide(text: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) {
+    let mut any = names(text, url, term, found);
+    let mut start = 0;
+    Scripts::default().read(text, |b| {
+        any |= names(&text[start..b], url && start == 0, 0, found);
+        start = b;
+    });
+    if start > 0 {
+        any |= names(&text[start..], false, term, found);
+    }
+    if any {
+        return;
+    }
+    let mut i = 0;
+    while i < text.len() {
+        if text[i] >= 0x80 {
+            i += 1;
+            continue;
+        }
+        let end = text[i..]
+            .iter()
+            .position(|&b| b >= 0x80)
+            .map_or(text.len(), |e| i + e);
+        let term = if end == text.len() { term } else { 0 };
+        names(&text[i..end], url && i == 0, term, found);
+        i = end;
+    }
+}
+
+/// Reports the names in a candidate; true if there was one. An ellipsis
+/// joins names ("see a.example.com...b.example.org"): each piece is
+/// judged, and only the first keeps the URL context.
+fn names(t: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) -> bool {
+    if !url && !plausible_bare(t) {
+        return false;
+    }
+    if memchr::memmem::find(t, b"..").is_none() {
+        return name(t, url, term, found);
+    }
+    let mut any = false;
+    let mut url = url;
+    let mut start = 0;
+    let mut i = 0;
+    while i <= t.len() {
+        if i < t.len() && !(t[i] == b'.' && t.get(i + 1) == Some(&b'.')) {
+            i += 1;
+            continue;
+        }
+        let term = if i == t.len() { term } else { b'.' };
+        any |= name(&t[start..i], url, term, found);
+        url = false;
+        while i < t.len() && t[i] == b'.' {
+            i += 1;
+        }
+        start = i;
+        if i == t.len() {
+            break;
+        }
+    }
+    any
+}
+
+/// ZWNJ and ZWJ in UTF-8.
+const JOINERS: [&[u8]; 2] = ["\u{200c}".as_bytes(), "\u{200d}".as_bytes()];
+
+/// Reports the name `t` is, if any; with ZWNJ/ZWJ in it, both as written
+/// (IDNA keeps them after a virama) and without them (as a reader sees it).
+fn name(t: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) -> bool {
+    let mut any = false;
+    if let Some(h) = host_of(t, url, term) {
+        found(h);
+        any = true;
+    }
+    if JOINERS.iter().any(|j| memchr::memmem::find(t, j).is_some()) {
+        let mut plain = t.to_vec();
+        for j in JOINERS {
+            while let Some(at) = memchr::memmem::find(&plain, j) {
+                plain.drain(at..at + j.len());
+            }
+        }
+        if let Some(h) = host_of(&plain, url, term) {
+            found(h);
+            any = true;
+        }
+    }
+    any
+}
+
+/// Is this token a host name? Returns it normalised.
+fn host_of(token: &[u8], url: bool, term: u8) -> Option<String> {
+    let trim = |b: &u8| matches!(b, b'.' | b'-' | b'_');
+    let start = token.iter().position(|b| !trim(b))?;
+    let end = token.len() - token.iter().rev().position(|b| !trim(b))?;
+    let t = &token[start..end];
+    if url && !t.contains(&b'.') && fragment(t, term) {
+        return None;
+    }
+    let s = std::str::from_utf8(t).ok()?;
+    match normalize_host(s) {
+        Ok(Host::Name(n)) if url || bare_domain(&n) => Some(n),
+        _ => None,
+    }
+}
+
+/// Does base64 go on after a token ended by `term`? (`+` and `=` never
+/// follow a host in a URL.)
+fn base64_goes_on(term: u8) -> bool {
+    term == b'+' || term == b'='
+}
+
+/// A single label that is a piece of base64 or hex, not a host: base64
+/// goes on after it, or it is a digest (8+ hex digits, one a digit).
+fn fragment(label: &[u8], term: u8) -> bool {
+    base64_goes_on(term)
+        || (label.len() >= 8
+            && label.iter().all(u8::is_ascii_hexdigit)
+            && label.iter().any(u8::is_ascii_digit))
+}
+
+/// Could this token be a bare domain? It needs a dot, and a last label
+/// that is a known top-level suffix (non-ASCII labels go on to IDNA).
+pub(super) fn plausible_bare(token: &[u8]) -> bool {
+    let end = token.len()
+        - token
+            .iter()
+            .rev()
+            .take_while(|b| matches!(b, b'.' | b'-' | b'_'))
+            .count();
+    let t = &token[..end];
+    // Tokens are short: a plain loop beats memrchr's set-up here.
+    let Some(dot) = t.iter().rposition(|&b| b == b'.') else {
+        return false;
+    };
+    let last = &t[dot + 1..];
+    if !last.is_ascii() {
+        return true;
+    }
+    let mut buf = [0u8; 63];
+    let Some(label) = buf.get_mut(..last.len()) else {
+        return false;
+    };
+    label.copy_from_slice(last);
+    label.make_ascii_lowercase();
+    psl::suffix(label).is_some_and(|s| s.is_known())
+}
+
+/// A bare name counts when its suffix is on the public suffix list and
+/// there is a label in front of it (`example.com`, not `com` or `co.uk`).
+fn bare_domain(name: &str) -> bool {
+    match psl::suffix(name.as_bytes()) {
+        Some(s) if s.is_known() => psl::domain(name.as_bytes()).is_some(),
+        _ => false,
+    }
+}

@@ -1,0 +1,288 @@
+//! The scanner's behaviour across chunks, charsets and long or odd input,
+//! and the fast path held to the state machine.
+
+use super::*;
+
+fn hosts(s: &str) -> Vec<String> {
+    scan_all(s.as_bytes())
+}
+
+/// Feeds `chunks` and peeks after each, as the body scanner does.
+fn fed(s: &mut Scanner, chunks: &[&[u8]]) -> Vec<String> {
+    fed_peeking(s, chunks, true)
+}
+
+fn fed_peeking(s: &mut Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in chunks {
+        s.feed(c, &mut |h| out.push(h));
+        if peek {
+            s.peek(&mut |h| out.push(h));
+        }
+    }
+    s.finish(&mut |h| out.push(h));
+    out.sort();
+    out.dedup();
+    out
+}
+#[test]
+fn bytes_that_are_not_utf8_end_names() {
+    // windows-1252 quotes and no-break space around names.
+    let got = scan_all(b"\x93paste.example.com\x94 and\xa0x.example.org");
+    assert_eq!(got, vec!["paste.example.com", "x.example.org"]);
+    // A Latin-1 IDN reads as its ASCII tail (documented).
+    assert_eq!(scan_all(b"b\xfccher.de"), vec!["cher.de"]);
+}
+
+#[test]
+fn padding_cannot_hide_a_name() {
+    let cjk = format!("{}paste.example.com", "请".repeat(400));
+    assert_eq!(hosts(&cjk), vec!["paste.example.com"]);
+    let ascii = format!("{}请paste.example.com", "a".repeat(2000));
+    assert!(hosts(&ascii).contains(&"paste.example.com".to_string()));
+    let long = format!("{}.example.com", "a".repeat(5000));
+    assert!(hosts(&long).is_empty());
+}
+
+#[test]
+fn utf16_bodies() {
+    let le = |s: &str, bom: bool| {
+        let mut v = if bom { vec![0xFF, 0xFE] } else { vec![] };
+        s.encode_utf16().for_each(|u| v.extend(u.to_le_bytes()));
+        v
+    };
+    let be = |s: &str| {
+        let mut v = vec![0xFE, 0xFF];
+        s.encode_utf16().for_each(|u| v.extend(u.to_be_bytes()));
+        v
+    };
+    let want = vec!["paste.example.com".to_string()];
+    let text = "see paste.example.com now";
+    assert_eq!(scan_all(&le(text, true)), want, "utf-16le with a BOM");
+    assert_eq!(
+        scan_all(&be("请访问paste。example。com获取")),
+        want,
+        "utf-16be with a BOM"
+    );
+    // A surrogate pair: U+1D429 (𝐩) maps to `p`.
+    assert_eq!(
+        scan_all(&be("\u{1d429}aste.example.com")),
+        want,
+        "surrogate pair"
+    );
+    // Declared by the caller, no BOM.
+    let mut s = Scanner::with_charset(Charset::Utf16Le);
+    assert_eq!(
+        fed(&mut s, &[&le(text, false)]),
+        want,
+        "utf-16le by charset"
+    );
+    let mut s = Scanner::with_charset(Charset::Utf16Be);
+    let body = be(text);
+    assert_eq!(fed(&mut s, &[&body[2..]]), want, "utf-16be by charset");
+    // A BOM wins over the label.
+    let mut s = Scanner::with_charset(Charset::Utf16Be);
+    assert_eq!(fed(&mut s, &[&le(text, true)]), want, "bom over label");
+    // Split at every byte, odd counts included.
+    let body = le(text, true);
+    for cut in 0..=body.len() {
+        let mut s = Scanner::new();
+        let got = fed_peeking(&mut s, &[&body[..cut], &body[cut..]], false);
+        assert_eq!(got, want, "cut {cut}");
+    }
+    // Without a BOM or a label, UTF-16 is not guessed.
+    assert!(scan_all(&le(text, false)).is_empty());
+}
+
+#[test]
+fn utf8_bom_and_short_bodies() {
+    assert_eq!(
+        scan_all(b"\xEF\xBB\xBFpaste.example.com"),
+        vec!["paste.example.com"]
+    );
+    assert!(scan_all(b"\xFF").is_empty());
+    assert!(scan_all(b"\xFE").is_empty());
+    let mut s = Scanner::with_charset(Charset::Utf16Le);
+    assert!(fed(&mut s, &[b"\xFF"]).is_empty());
+}
+
+#[test]
+fn host_split_across_chunks() {
+    let text = "see https://paste.example.com/x and more.example.org. 请访问a。example。net获取 \
+                b&#46;example.com “c.example.io”";
+    let text = text.as_bytes();
+    let whole = scan_all(text);
+    assert_eq!(whole.len(), 5, "{whole:?}");
+    for split in 1..text.len() {
+        let mut s = Scanner::new();
+        let out = fed(&mut s, &[&text[..split], &text[split..]]);
+        for h in &whole {
+            assert!(out.contains(h), "split at {split}: {out:?}");
+        }
+    }
+}
+
+#[test]
+fn name_in_progress_is_reported_at_chunk_end() {
+    let mut s = Scanner::new();
+    let mut out = Vec::new();
+    s.feed(b"post to https://paste.example.com", &mut |h| out.push(h));
+    assert!(out.is_empty());
+    s.peek(&mut |h| out.push(h));
+    assert_eq!(out, vec!["paste.example.com"]);
+}
+
+/// Issue 11: `peek` tainted prefixes of names cut by a chunk end.
+#[test]
+fn chunk_split_prefixes_are_not_reported() {
+    for (first, rest, name) in [
+        ("see files.pyt", "honhosted.org/x", "files.pythonhosted.org"),
+        ("\"https://registry.npmj", "s.org/\"", "registry.npmjs.org"),
+        ("at www.typescriptlang", ".org.", "www.typescriptlang.org"),
+        ("paste.exa", "mple.com ", "paste.example.com"),
+    ] {
+        let mut s = Scanner::new();
+        let out = fed(&mut s, &[first.as_bytes(), rest.as_bytes()]);
+        assert_eq!(out, vec![name], "{first:?} + {rest:?}");
+    }
+    // A prefix that is a valid name itself may be reported.
+    let mut s = Scanner::new();
+    let out = fed(&mut s, &[b"paste.example.co", b"m "]);
+    assert_eq!(out, vec!["paste.example.co", "paste.example.com"]);
+    // A single label in progress is reported when the byte after it comes.
+    let mut s = Scanner::new();
+    let mut out = Vec::new();
+    s.feed(b"http://intranet", &mut |h| out.push(h));
+    s.peek(&mut |h| out.push(h));
+    assert!(out.is_empty());
+    s.feed(b"/", &mut |h| out.push(h));
+    assert_eq!(out, vec!["intranet"]);
+}
+
+#[test]
+fn escapes_split_across_chunks() {
+    let text = b"x=https%3A%2F%2Fpaste.example.com&y=https:\\/\\/z.example.net \
+                 a&#x2e;example.org b\\u{2e}example.io c&period;example.dev";
+    let want = [
+        "paste.example.com",
+        "z.example.net",
+        "a.example.org",
+        "b.example.io",
+        "c.example.dev",
+    ];
+    for split in 1..text.len() {
+        let mut s = Scanner::new();
+        let out = fed(&mut s, &[&text[..split], &text[split..]]);
+        for h in want {
+            assert!(out.contains(&h.to_string()), "split {split}: {out:?}");
+        }
+    }
+}
+
+/// The reference: every byte through the state machine, no skipping.
+pub(super) fn slow_hosts(bytes: &[u8]) -> Vec<String> {
+    let mut s = Scanner::new();
+    let mut out = Vec::new();
+    for &b in bytes {
+        s.step(b, &mut |h| out.push(h));
+    }
+    s.finish(&mut |h| out.push(h));
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn skipping_finds_what_stepping_finds_at_any_chunking() {
+    let corpus = concat!(
+        "<a href=\"https://docs.example.com/a.html\">x</a> mail ops@corp.example.org. ",
+        "{\"t\":\"https:\\/\\/registry.example.net\\/p\\/-\\/p-1.0.0.tgz\"} ",
+        "q=https%3A%2F%2Fpaste.example.com%2Fnew&r=1 //intranet/x http://foo.internal/ ",
+        "v1.2.3 index.html readme.md bücher.de \\u002F\\u002Fesc.example.io ",
+        "a.b.c.d.e.f.example.com...trailing.example.com- 请访问cjk.example.com获取 ",
+        "“quoted.example.com” wide。example。org x&#46;example.dev zw\u{200b}sp.example.com ",
+        "sha512-ab//cd+ef== сайтcyr.example.com \u{a0}nbsp.example.com，",
+    )
+    .as_bytes();
+    let reference = slow_hosts(corpus);
+    assert!(reference.len() >= 18, "{reference:?}");
+    let mut seed: u64 = 7;
+    for round in 0..300 {
+        let mut s = Scanner::new();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < corpus.len() {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = 1 + (seed >> 33) as usize % if round % 2 == 0 { 8 } else { 64 };
+            let end = (i + len).min(corpus.len());
+            s.feed(&corpus[i..end], &mut |h| out.push(h));
+            i = end;
+        }
+        s.finish(&mut |h| out.push(h));
+        out.sort();
+        out.dedup();
+        assert_eq!(out, reference, "round {round}");
+    }
+    assert_eq!(scan_all(corpus), reference);
+}
+
+#[test]
+fn binary_junk_does_not_panic() {
+    let junk: Vec<u8> = (0..20_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let _ = scan_all(&junk);
+}
+
+#[test]
+fn unicode_tables_are_sorted() {
+    use super::unicode::{KINDS, SCRIPTS};
+    assert!(KINDS
+        .windows(2)
+        .all(|w| w[0].0 < w[1].0 && w[0].1 != w[1].1));
+    assert_eq!(KINDS[0].0, 0x80);
+    assert!(SCRIPTS.windows(2).all(|w| w[0].1 < w[1].0));
+    assert!(SCRIPTS.iter().all(|&(a, b, _)| a <= b));
+}
+
+#[test]
+fn character_kinds() {
+    use super::chars::{kind, Kind};
+    for (c, k) in [
+        ('é', Kind::Host),
+        ('请', Kind::Host),
+        ('\u{301}', Kind::Host),
+        ('。', Kind::Dot),
+        ('\u{200b}', Kind::Ignore),
+        ('\u{ad}', Kind::Ignore),
+        ('\u{200d}', Kind::Joiner),
+        ('\u{a0}', Kind::Break),
+        ('，', Kind::Break),
+        ('“', Kind::Break),
+        ('²', Kind::Break),
+        ('👍', Kind::Break),
+        ('\u{e000}', Kind::Break),
+        ('\u{85}', Kind::Break),
+        ('\u{2024}', Kind::Break),
+    ] {
+        assert_eq!(kind(c), k, "{c:?}");
+    }
+}
+
+/// The fast path stops only at the dots it knows (`chars::dot_at`): no
+/// other character may be a dot, or a name would be found by stepping and
+/// missed by skipping.
+#[test]
+fn dots_are_exactly_the_fast_path_triggers() {
+    use super::chars::{dot_at, kind, Kind};
+    let mut buf = [0u8; 4];
+    for c in (0x80..=0x10FFFF).filter_map(char::from_u32) {
+        let utf8 = c.encode_utf8(&mut buf).as_bytes();
+        assert_eq!(kind(c) == Kind::Dot, dot_at(utf8), "{c:?}");
+        if kind(c) == Kind::Joiner {
+            assert!(matches!(c, '\u{200c}' | '\u{200d}'), "{c:?}");
+        }
+    }
+}
