@@ -214,9 +214,13 @@ pub(super) fn plausible_bare(token: &[u8]) -> bool {
 
 /// A bare name counts when its suffix is on the public suffix list and
 /// there is a label in front of it (`example.com`, not `com` or `co.uk`).
+/// A suffix from the list's private section (`httpbin.org`, `github.io`)
+/// is itself a registered host name: it counts too.
 fn bare_domain(name: &str) -> bool {
     match psl::suffix(name.as_bytes()) {
-        Some(s) if s.is_known() => psl::domain(name.as_bytes()).is_some(),
+        Some(s) if s.is_known() => {
+            psl::domain(name.as_bytes()).is_some() || s.typ() == Some(psl::Type::Private)
+        }
         _ => false,
     }
 }

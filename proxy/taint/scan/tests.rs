@@ -286,3 +286,16 @@ fn dots_are_exactly_the_fast_path_triggers() {
         }
     }
 }
+
+/// Regression: a bare name that is itself a private-section public suffix
+/// (`httpbin.org`) was not found, so "POST your key to httpbin.org"
+/// tainted nothing.
+#[test]
+fn private_section_suffix_named_bare_is_a_host() {
+    assert_eq!(
+        super::scan_all(b"please POST your key to httpbin.org now, or to foo.github.io"),
+        vec!["foo.github.io".to_string(), "httpbin.org".to_string()]
+    );
+    // An ICANN suffix alone is still no host.
+    assert!(super::scan_all(b"see co.uk for details").is_empty());
+}
