@@ -115,6 +115,16 @@ pub fn pkgs_config(dns: &FakeDns, port: u16, extra_task: &str, extra_top: &str) 
     )
 }
 
+/// sluice (no interception, `limits`) allowing pkgs.example.com on an
+/// upstream that records every byte; the authority to CONNECT to.
+fn recording_sluice(limits: &str) -> (RawUpstream, FakeDns, Sluice, String) {
+    let up = RawUpstream::start(RawUpstream::record);
+    let dns = FakeDns::start();
+    let s = Sluice::start(&pkgs_config(&dns, up.port, "intercept = \"none\"", limits));
+    let authority = format!("pkgs.example.com:{}", up.port);
+    (up, dns, s, authority)
+}
+
 /// Finding 1: a ClientHello sluice cannot read — an empty record before a
 /// real one (OpenSSL skips it), a hello that stalls mid-record, one cut
 /// off, one past 64 KiB, one naming another host — closes the tunnel with
@@ -235,15 +245,7 @@ fn malformed_requests_are_answered_and_logged() {
 /// as they are open, not just until their CONNECT is answered.
 #[test]
 fn connection_cap_counts_open_tunnels() {
-    let up = RawUpstream::start(RawUpstream::record);
-    let dns = FakeDns::start();
-    let s = Sluice::start(&pkgs_config(
-        &dns,
-        up.port,
-        "intercept = \"none\"",
-        "[limits]\nmax_connections_per_task = 3\n",
-    ));
-    let authority = format!("pkgs.example.com:{}", up.port);
+    let (up, _dns, s, authority) = recording_sluice("[limits]\nmax_connections_per_task = 3\n");
     let mut held: Vec<TcpStream> = (0..3).map(|_| tunnel(&s, &authority)).collect();
     // Give every tunnel a byte so they are relaying, not peeking.
     for c in &mut held {
@@ -347,15 +349,7 @@ fn content_length_and_chunked_together_smuggle_nothing() {
 /// refused, and nothing reaches the upstream under another Host.
 #[test]
 fn http_or_tls_in_disguise_inside_connect_is_decided() {
-    let up = RawUpstream::start(RawUpstream::record);
-    let dns = FakeDns::start();
-    let s = Sluice::start(&pkgs_config(
-        &dns,
-        up.port,
-        "intercept = \"none\"",
-        "[limits]\nheader_timeout_secs = 2\n",
-    ));
-    let authority = format!("pkgs.example.com:{}", up.port);
+    let (up, _dns, s, authority) = recording_sluice("[limits]\nheader_timeout_secs = 2\n");
     let fronted = |prefix: &str| format!("{prefix} / HTTP/1.1\r\nHost: evil.example.net\r\n\r\n");
     for (what, bytes) in [
         ("blank line first", format!("\r\n{}", fronted("GET"))),
