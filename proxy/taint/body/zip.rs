@@ -149,8 +149,12 @@ impl Zip {
                     };
                 }
                 State::Central if self.gather(42, input, &mut i) => {
-                    let names = le16(&self.buf, 24) + le16(&self.buf, 26);
-                    let left = u64::from(names) + u64::from(le16(&self.buf, 28));
+                    // Name, extra field and comment: three u16 lengths,
+                    // summed without overflow (fuzz find).
+                    let left = [24, 26, 28]
+                        .iter()
+                        .map(|&at| u64::from(le16(&self.buf, at)))
+                        .sum();
                     self.buf.clear();
                     self.state = State::Skip { left };
                 }

@@ -225,3 +225,35 @@ fn mislabelled_archive_is_still_opened() {
         }
     }
 }
+
+/// Fuzz find: a central-directory record whose name, extra and comment
+/// lengths are all 0xffff overflowed a u16 sum (a panic in debug builds, a
+/// wrong skip in release). The text after it is still scanned raw or
+/// skipped, never a panic.
+#[test]
+fn central_directory_lengths_do_not_overflow() {
+    let mut body = zip(
+        &[(
+            "README.md",
+            b"see https://inside.example.com/",
+            Method::Stored,
+        )],
+        b"",
+    );
+    // Overwrite the first central record's three lengths with 0xffff.
+    let at = body
+        .windows(4)
+        .position(|w| w == b"PK\x01\x02")
+        .expect("a central directory");
+    for off in [28, 30, 32] {
+        body[at + off] = 0xff;
+        body[at + off + 1] = 0xff;
+    }
+    for chunk in [1, 7, 4096] {
+        let (found, _, _) = run_body(&[], None, &body, chunk, 1 << 20);
+        assert!(
+            found.contains(&"inside.example.com".to_string()),
+            "chunk {chunk}: {found:?}"
+        );
+    }
+}
