@@ -377,7 +377,7 @@ impl Scanner {
                 return;
             }
         }
-        let legacy = (2..=len)
+        let legacy = (2..=len.min(entities::LEGACY_MAX))
             .rev()
             .find_map(|k| Some((k, entities::legacy(&name[..k])?)));
         let rest = match legacy {

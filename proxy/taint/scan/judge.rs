@@ -186,7 +186,8 @@ fn fragment(label: &[u8], term: u8) -> bool {
 }
 
 /// Could this token be a bare domain? It needs a dot, and a last label
-/// that is a known top-level suffix (non-ASCII labels go on to IDNA).
+/// that is a known top-level suffix (a non-ASCII one as written, or as
+/// IDNA maps it: `ｃｏｍ` is `com`).
 pub(super) fn plausible_bare(token: &[u8]) -> bool {
     let end = token.len()
         - token
@@ -201,7 +202,10 @@ pub(super) fn plausible_bare(token: &[u8]) -> bool {
     };
     let last = &t[dot + 1..];
     if !last.is_ascii() {
-        return true;
+        let known = |l: &[u8]| psl::suffix(l).is_some_and(|s| s.is_known());
+        return known(last)
+            || idna::domain_to_ascii_cow(last, idna::AsciiDenyList::URL)
+                .is_ok_and(|l| known(l.to_ascii_lowercase().as_bytes()));
     }
     let mut buf = [0u8; 63];
     let Some(label) = buf.get_mut(..last.len()) else {
