@@ -560,7 +560,9 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 pub fn raw(addr: &str, request: &[u8]) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(request).unwrap();
+    // sluice may answer and close before the whole request is written (a
+    // refusal at accept): what comes back decides, not the write.
+    let _ = s.write_all(request);
     let mut out = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
