@@ -449,10 +449,15 @@ fn body_scanner(h: &HeaderMap, limit: u64) -> BodyScanner {
 /// URL-bearing ones (a name in `X-Next: paste.example.com` is read by
 /// whoever reads the headers). Trailers are scanned by the body relay.
 pub(crate) fn scan_headers(h: &HeaderMap) -> Vec<String> {
+    // One scanner for every value (a newline between two ends any name),
+    // not one per header: this runs on every response.
+    let mut scanner = crate::taint::scan::Scanner::new();
     let mut out = Vec::new();
     for v in h.values() {
-        out.extend(crate::taint::scan::scan_all(v.as_bytes()));
+        scanner.feed(v.as_bytes(), &mut |n| out.push(n));
+        scanner.feed(b"\n", &mut |n| out.push(n));
     }
+    scanner.finish(&mut |n| out.push(n));
     out
 }
 
