@@ -220,15 +220,12 @@ fn kill_9_under_traffic_loses_at_most_the_last_second() {
     assert_eq!(report.status.code(), Some(0));
 }
 
-/// Heavy: `SLUICE_HEAVY=1 cargo test --test e2e ten_thousand -- --nocapture`.
+/// Heavy: `cargo test --test e2e ten_thousand -- --ignored --nocapture`.
 /// Holds 10,000 idle client connections open against sluice, then measures
 /// sluice's memory and the latency of normal requests beside them.
 #[test]
+#[ignore = "heavy (10,000 connections, minutes on 2 cores): run by hand with --ignored"]
 fn ten_thousand_concurrent_connections() {
-    if std::env::var_os("SLUICE_HEAVY").is_none() {
-        eprintln!("skipped: heavy test; run with SLUICE_HEAVY=1");
-        return;
-    }
     let n = 10_000;
     let up = Upstream::start();
     let (_dns, s) = pkgs_sluice(
