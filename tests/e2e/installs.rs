@@ -101,20 +101,13 @@ fn npm_install_of_a_real_package_taints_only_real_names() {
         r#"{"name":"proj","version":"1.0.0"}"#,
     )
     .unwrap();
-    let out = without_proxy_env(&mut Command::new("npm"))
-        .args([
-            "install",
-            "ms@2.1.3",
-            "--no-audit",
-            "--no-fund",
-            "--no-update-notifier",
-        ])
-        .arg(format!("--registry=http://registry.example.com:{p}/"))
-        .arg(format!("--proxy={}", s.proxy(0)))
-        .arg(format!("--cache={}", work.path().join("cache").display()))
-        .current_dir(work.path())
-        .output()
-        .expect("npm runs (the CI script installs it)");
+    let out = npm_install(
+        work.path(),
+        "ms@2.1.3",
+        &format!("http://registry.example.com:{p}/"),
+        &s.proxy(0),
+        &work.path().join("cache"),
+    );
     assert!(
         out.status.success(),
         "npm failed: {}",

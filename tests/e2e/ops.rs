@@ -530,24 +530,13 @@ fn report_of_an_npm_install_lists_exactly_what_it_reached() {
         r#"{"name":"proj","version":"1.0.0"}"#,
     )
     .unwrap();
-    let out = Command::new("npm")
-        .args([
-            "install",
-            "left-pad",
-            "--no-audit",
-            "--no-fund",
-            "--no-update-notifier",
-        ])
-        .arg(format!("--registry=http://registry.example.com:{p}/"))
-        .arg(format!("--proxy={}", s.proxy(0)))
-        .arg(format!("--cache={}", work.path().join("cache").display()))
-        .current_dir(&proj)
-        .env_remove("http_proxy")
-        .env_remove("https_proxy")
-        .env_remove("HTTP_PROXY")
-        .env_remove("HTTPS_PROXY")
-        .output()
-        .expect("npm runs (the CI script installs it)");
+    let out = npm_install(
+        &proj,
+        "left-pad",
+        &format!("http://registry.example.com:{p}/"),
+        &s.proxy(0),
+        &work.path().join("cache"),
+    );
     assert!(
         out.status.success(),
         "npm failed: {}",

@@ -633,3 +633,35 @@ pub fn row_where(s: &Sluice, task: &str, host: &str, pred: impl Fn(&Value) -> bo
         thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `npm install SPEC` in `dir` through `proxy` against a loopback registry
+/// at `registry` (its own cache in `cache`, no proxy variables from the
+/// environment). Panics if npm is missing: `.ci/run` installs it.
+pub fn npm_install(dir: &Path, spec: &str, registry: &str, proxy: &str, cache: &Path) -> Output {
+    let mut c = Command::new("npm");
+    for v in [
+        "http_proxy",
+        "https_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ] {
+        c.env_remove(v);
+    }
+    c.args([
+        "install",
+        spec,
+        "--no-audit",
+        "--no-fund",
+        "--no-update-notifier",
+    ])
+    .arg(format!("--registry={registry}"))
+    .arg(format!("--proxy={proxy}"))
+    .arg(format!("--cache={}", cache.display()))
+    .current_dir(dir)
+    .output()
+    .expect("npm runs (the CI script installs it)")
+}
