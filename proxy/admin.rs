@@ -25,9 +25,9 @@ use serde_json::json;
 
 use crate::config::Intercept;
 use crate::listener::Bound;
-use crate::log::Verdict;
+use crate::policy::verdict;
 use crate::policy::{AllowMode, TaintMode};
-use crate::server::Shared;
+use crate::state::Shared;
 
 type Body = Full<Bytes>;
 
@@ -141,7 +141,7 @@ fn tasks(shared: &Shared) -> serde_json::Value {
                         .unwrap_or_else(|| l.to_string())
                 })
                 .collect();
-            let count = |v: Verdict| rt.as_ref().map_or(0, |r| r.metrics.verdicts(v));
+            let count = |v: &str| rt.as_ref().map_or(0, |r| r.metrics.verdicts(v));
             json!({
                 "id": t.id,
                 "listen": bound,
@@ -155,9 +155,9 @@ fn tasks(shared: &Shared) -> serde_json::Value {
                 "connections_active": rt.as_ref().map(|r| r.metrics.connections_active.get()).unwrap_or(0),
                 "tunnels_open": rt.as_ref().map(|r| r.tunnels.len()).unwrap_or(0),
                 "decisions": {
-                    "allow": count(Verdict::Allow),
-                    "deny": count(Verdict::Deny),
-                    "would_deny": count(Verdict::WouldDeny),
+                    verdict::ALLOW: count(verdict::ALLOW),
+                    verdict::DENY: count(verdict::DENY),
+                    verdict::WOULD_DENY: count(verdict::WOULD_DENY),
                 },
             })
         })

@@ -217,7 +217,7 @@ fn report(state: &StateArgs, task: Option<&str>, json: bool, allow_list: bool) -
 }
 
 fn ca(action: CaAction) -> ExitCode {
-    use crate::intercept::ca;
+    use crate::tls::ca;
     let (state, init) = match &action {
         CaAction::Init { state, force } => (state, Some(*force)),
         CaAction::Show { state } => (state, None),

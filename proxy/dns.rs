@@ -21,13 +21,19 @@ use crate::policy::Resolution;
 /// Total time a lookup may take before it counts as failed.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(8);
 
+/// Why the resolver could not be set up (the system configuration is
+/// unreadable, say).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ResolverError(#[from] hickory_resolver::net::NetError);
+
 pub struct Resolver {
     pinned: HashMap<String, Vec<IpAddr>>,
     hickory: TokioResolver,
 }
 
 impl Resolver {
-    pub fn new(settings: &ResolverSettings) -> anyhow::Result<Resolver> {
+    pub fn new(settings: &ResolverSettings) -> Result<Resolver, ResolverError> {
         let mut builder = match &settings.nameservers {
             Nameservers::System => Hickory::builder_tokio()?,
             Nameservers::List(list) => {

@@ -17,8 +17,8 @@ use anyhow::Context as _;
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::config::ListenAddr;
-use crate::conn::Io;
 use crate::listener::{self, Bound};
+use crate::tunnel::Io;
 
 /// Parses `--listen` / `--to`: `tcp:IP:PORT`, `unix:PATH`, `vsock:CID:PORT`.
 pub fn parse(s: &str) -> anyhow::Result<ListenAddr> {

@@ -1,37 +1,42 @@
 //! sluice: an allow-list egress proxy with taint-aware body blocking.
 //!
-//! The modules follow a request's path:
+//! The modules, top to bottom (a module names only modules below it;
+//! ARCHITECTURE.md has the request's path):
 //!
-//! - [`cli`]: the `sluice` subcommands (`run`, `check`).
-//! - [`config`]: raw TOML → validated, immutable [`config::Snapshot`].
-//! - [`listener`]: bind task listeners, accept, identify the task, cap
-//!   connections.
-//! - [`conn`]: one client connection: parse CONNECT / absolute-form
-//!   requests, run the decision pipeline, log each decision once.
-//! - [`policy`]: normalise targets, decide, classify addresses (pure).
-//! - [`dns`]: resolve a name once, for policy to classify.
-//! - [`tunnel`]: dial the checked address; relay bytes both ways.
-//! - [`intercept`]: the CA, TLS termination of CONNECT tunnels and
-//!   verified re-origination upstream; the SNI check of opaque tunnels.
-//! - [`forward`]: relay HTTP requests over pooled upstream connections.
-//! - [`taint`]: scan relayed responses for host names; the per-task taint
-//!   set with provenance, persisted and reloaded.
-//! - [`respond`]: the one place refusals become HTTP responses.
-//! - [`log`]: the per-task JSON-lines access log writer.
-//! - [`metrics`]: the Prometheus families.
+//! - [`cli`], [`report`], [`guest_relay`]: the `sluice` subcommands.
+//! - [`server`]: start-up and graceful shutdown; wires the layers.
 //! - [`admin`]: the admin API (health, metrics, tasks, taint, reload).
 //! - [`reload`]: validate a new config whole, swap it in, revoke what it
-//!   no longer allows; the file watcher and SIGHUP.
-//! - [`report`]: `sluice report`, destinations each task reached.
-//! - [`guest_relay`]: `sluice forward`, the guest-side TCP → vsock/unix relay.
-//! - [`server`]: live state, start-up and graceful shutdown.
+//!   no longer allows; the file watcher.
+//! - [`accept`]: a task listener's accept loop: identify the task, cap
+//!   connections.
+//! - [`conn`]: one client connection: parse each request, plan it
+//!   (forward, tunnel, refuse).
+//! - [`intercept`]: inside a CONNECT tunnel: the first bytes, TLS
+//!   termination, plain HTTP, or the opaque relay.
+//! - [`forward`]: relay one admitted HTTP request and its scanned response.
+//! - [`exchange`]: the connection context, the decision pipeline
+//!   (`admit`), the one writer of access-log rows, taint insertion.
+//! - [`state`]: the live state every connection reads.
+//! - [`upstream`]: dial checked addresses, verified TLS, pooled upstream
+//!   connections.
+//! - [`tunnel`]: client byte streams and relaying bytes both ways;
+//!   [`splice`]: the kernel relay.
+//! - [`tls`]: the CA and TLS settings.
+//! - [`taint`]: scan responses for host names; the per-task taint set.
+//! - [`log`], [`metrics`], [`respond`], [`dns`]: the access log, the
+//!   Prometheus families, refusal responses, resolution.
+//! - [`policy`]: every decision, as pure functions. [`config`]: TOML →
+//!   validated [`config::Snapshot`].
 #![forbid(unsafe_code)]
 
+pub mod accept;
 pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod dns;
+pub mod exchange;
 pub mod forward;
 pub mod guest_relay;
 pub mod intercept;
@@ -44,5 +49,8 @@ pub mod report;
 pub mod respond;
 pub mod server;
 pub mod splice;
+pub mod state;
 pub mod taint;
+pub mod tls;
 pub mod tunnel;
+pub mod upstream;

@@ -1,23 +1,18 @@
-//! listener: bind task listeners, accept, identify the task, cap
-//! connections, hand each connection to `conn`.
+//! listener: the sockets — bind TCP, unix and vsock listeners (with the
+//! right modes), accept, and name the peer. sluice's own addresses.
 //!
-//! The task is who arrived on the listener, never a header. Must not parse
-//! requests.
+//! Must not know tasks or requests: `accept` turns an accepted stream
+//! into a task's connection.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, UnixListener};
 
 use crate::config::ListenAddr;
-use crate::conn::{self, ConnCtx};
-use crate::policy::{OwnAddrs, Refusal, Rule};
-use crate::respond;
-use crate::server::{Shared, TaskRuntime};
-use tokio_util::sync::CancellationToken;
+use crate::policy::OwnAddrs;
+use crate::tunnel::Io;
 
 /// A bound listener.
 pub enum Bound {
@@ -135,52 +130,8 @@ pub async fn bind_with_mode(addr: &ListenAddr, unix_mode: u32) -> std::io::Resul
     }
 }
 
-/// Accepts until `stop` (shutdown, or a reload removing the listener).
-/// Each connection belongs to the task the listener routes to now, and runs
-/// in the shared tracker.
-pub async fn run(
-    listener: Bound,
-    owner: Arc<arc_swap::ArcSwap<String>>,
-    shared: Arc<Shared>,
-    stop: CancellationToken,
-) {
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.cancelled() => break,
-            a = accept(&listener) => a,
-        };
-        let (stream, client) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(listen = %listener, error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Some(task) = shared.task_runtime(&owner.load()) else {
-            // The listener is being closed by a reload.
-            continue;
-        };
-        let Ok(permit) = task.conns.clone().try_acquire_owned() else {
-            refuse_over_capacity(stream, &task, &shared);
-            continue;
-        };
-        let ctx = Arc::new(ConnCtx {
-            shared: shared.clone(),
-            task: task.clone(),
-            client,
-            slot: conn::ConnSlot::new(permit, task.metrics.connections_active.clone()),
-        });
-        shared.tracker.spawn(conn::serve(stream, ctx));
-    }
-    if let Bound::Unix(_, path) = &listener {
-        let _ = std::fs::remove_file(path);
-    }
-}
-
 /// A stream from any listener kind.
-pub type Stream = Box<dyn conn::Io>;
+pub type Stream = Box<dyn Io>;
 
 pub async fn accept(l: &Bound) -> std::io::Result<(Stream, Arc<str>)> {
     match l {
@@ -198,22 +149,4 @@ pub async fn accept(l: &Bound) -> std::io::Result<(Stream, Arc<str>)> {
             Ok((Box::new(s), format!("vsock:{}", peer.cid()).into()))
         }
     }
-}
-
-fn refuse_over_capacity(mut stream: Stream, task: &TaskRuntime, shared: &Shared) {
-    let refusal = Refusal::new(
-        Rule::OverCapacity,
-        format!(
-            "the task already has {} open connections; retry later",
-            shared.snapshot.load().limits.max_connections_per_task
-        ),
-    );
-    task.metrics
-        .decision(crate::log::Verdict::Deny, Some(Rule::OverCapacity));
-    tracing::warn!(task = %task.id, "connection limit reached; refusing with 503");
-    let bytes = respond::raw_refusal(&task.id, &refusal);
-    tokio::spawn(async move {
-        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
-        let _ = stream.shutdown().await;
-    });
 }

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use prometheus_client::metrics::counter::Counter;
@@ -29,7 +31,7 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_else(|_| now.unix_timestamp().to_string())
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Http,
@@ -37,15 +39,7 @@ pub enum Kind {
     Intercepted,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Allow,
-    Deny,
-    WouldDeny,
-}
-
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct TaintedBy {
     pub source: Arc<str>,
     pub at: Arc<str>,
@@ -60,8 +54,9 @@ impl From<&Provenance> for TaintedBy {
     }
 }
 
-/// One line of `access.jsonl` (SPEC §6).
-#[derive(Debug, Serialize)]
+/// One line of `access.jsonl` (SPEC §6). The writer and `report` (the
+/// reader) share this type, so the schema is written down once.
+#[derive(Debug, Serialize, Deserialize)]
 pub struct AccessRecord {
     pub ts: String,
     pub task: Arc<str>,
@@ -71,15 +66,23 @@ pub struct AccessRecord {
     pub host: String,
     pub port: u16,
     pub path: Option<String>,
-    pub decision: Verdict,
-    pub rule: Option<&'static str>,
+    /// A `policy::verdict` label: `allow`, `would_deny` or `deny`.
+    pub decision: Cow<'static, str>,
+    /// The rule id of the refusal (enforced or not).
+    pub rule: Option<Cow<'static, str>>,
     pub status: u16,
+    #[serde(default)]
     pub body: bool,
+    #[serde(default)]
     pub bytes_up: u64,
+    #[serde(default)]
     pub bytes_down: u64,
+    #[serde(default)]
     pub duration_ms: u64,
+    #[serde(default)]
     pub tainted_by: Option<TaintedBy>,
     /// Config generation the decision was made under.
+    #[serde(default)]
     pub generation: u64,
 }
 

@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::log::Verdict;
+use crate::policy::Verdict;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DecisionLabels {
@@ -174,15 +174,7 @@ type DecisionFamily = Family<DecisionLabels, Counter>;
 /// Verdicts (allow, deny, would_deny) × (no rule + every rule).
 const RULE_SLOTS: usize = crate::policy::Rule::ALL.len() + 1;
 const DECISION_SLOTS: usize = 3 * RULE_SLOTS;
-const VERDICTS: [&str; 3] = ["allow", "deny", "would_deny"];
-
-fn verdict_index(v: Verdict) -> usize {
-    match v {
-        Verdict::Allow => 0,
-        Verdict::Deny => 1,
-        Verdict::WouldDeny => 2,
-    }
-}
+use crate::policy::verdict::LABELS as VERDICTS;
 
 impl TaskMetrics {
     pub fn new(m: &Metrics, task: &str) -> TaskMetrics {
@@ -211,8 +203,9 @@ impl TaskMetrics {
     }
 
     /// Counts one decision.
-    pub fn decision(&self, verdict: Verdict, rule: Option<crate::policy::Rule>) {
-        let v = verdict_index(verdict);
+    pub fn decision<T>(&self, verdict: &Verdict<T>) {
+        let rule = verdict.rule();
+        let v = verdict.index();
         self.verdicts[v].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let slot = v * RULE_SLOTS + rule.map_or(0, |r| r as usize + 1);
         self.decisions[slot]
@@ -228,9 +221,11 @@ impl TaskMetrics {
             .inc();
     }
 
-    /// Decisions so far with this verdict.
-    pub fn verdicts(&self, verdict: Verdict) -> u64 {
-        self.verdicts[verdict_index(verdict)].load(std::sync::atomic::Ordering::Relaxed)
+    /// Decisions so far with this verdict (its `policy::verdict` label).
+    pub fn verdicts(&self, label: &str) -> u64 {
+        VERDICTS.iter().position(|l| *l == label).map_or(0, |i| {
+            self.verdicts[i].load(std::sync::atomic::Ordering::Relaxed)
+        })
     }
 
     /// Counts relayed bytes (up: to the upstream, down: to the client).
@@ -282,12 +277,12 @@ mod tests {
     fn task_handles_count_into_the_families() {
         let m = Metrics::new();
         let t = TaskMetrics::new(&m, "t");
-        t.decision(Verdict::Allow, None);
-        t.decision(Verdict::Allow, None);
-        t.decision(
-            Verdict::WouldDeny,
-            Some(crate::policy::Rule::UntrustedTarget),
-        );
+        t.decision(&Verdict::Allow(()));
+        t.decision(&Verdict::Allow(()));
+        t.decision(&Verdict::WouldDeny(
+            (),
+            crate::policy::Refusal::new(crate::policy::Rule::UntrustedTarget, "x"),
+        ));
         t.bytes(5, 0);
         t.connections_active.inc();
         let text = m.render();

@@ -19,7 +19,50 @@ use crate::dns::Resolver;
 use crate::listener::{self, Bound};
 use crate::metrics::ResultLabels;
 use crate::policy::{self, target::parse_authority, OwnAddrs, TaintState};
-use crate::server::{Shared, TaskRuntime};
+use crate::state::{Shared, TaskRuntime};
+
+/// Why a reload changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error("resolver: {0}")]
+    Resolver(#[from] crate::dns::ResolverError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What a reload changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub generation: u64,
+    pub tasks_added: usize,
+    pub tasks_removed: usize,
+    pub listeners_opened: usize,
+    pub listeners_closed: usize,
+    pub tunnels_closed: usize,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "generation {}: tasks +{} -{}, listeners +{} -{}, tunnels closed {}",
+            self.generation,
+            self.tasks_added,
+            self.tasks_removed,
+            self.listeners_opened,
+            self.listeners_closed,
+            self.tunnels_closed
+        )
+    }
+}
 
 fn count(shared: &Shared, ok: bool) {
     let result = if ok { "ok" } else { "error" };
@@ -32,9 +75,9 @@ fn count(shared: &Shared, ok: bool) {
         .inc();
 }
 
-/// Reloads the config file. Returns a one-line summary, or the errors (the
+/// Reloads the config file. Returns what changed, or why nothing did (the
 /// old config then stays in force).
-pub async fn reload(shared: &Arc<Shared>, why: &str) -> Result<String, String> {
+pub async fn reload(shared: &Arc<Shared>, why: &str) -> Result<Summary, ReloadError> {
     let _serial = shared.reload_lock.lock().await;
     let result = apply(shared).await;
     match &result {
@@ -53,10 +96,64 @@ pub async fn reload(shared: &Arc<Shared>, why: &str) -> Result<String, String> {
     result
 }
 
-async fn apply(shared: &Arc<Shared>) -> Result<String, String> {
+/// Everything a reload needs, built before anything is swapped.
+struct Prepared {
+    new: Snapshot,
+    resolver: Option<Arc<Resolver>>,
+    tls: crate::tls::Tls,
+    wanted: HashSet<ListenAddr>,
+    current: HashSet<ListenAddr>,
+    fresh: Vec<(ListenAddr, Bound)>,
+}
+
+async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
+    let p = prepare(shared).await?;
+    let owners: HashMap<ListenAddr, String> = p
+        .new
+        .tasks
+        .iter()
+        .flat_map(|t| t.listen.iter().map(move |l| (l.clone(), t.id.clone())))
+        .collect();
+    let (tasks_added, tasks_removed) = swap_tasks(shared, &p.new);
+    let generation = p.new.generation;
+    let new = Arc::new(p.new);
+    shared.snapshot.store(new.clone());
+    if let Some(r) = p.resolver {
+        shared.resolver.store(r);
+    }
+    shared.tls.store(Arc::new(p.tls));
+    shared.metrics.config_generation.set(generation as i64);
+    let closed: Vec<ListenAddr> = p.current.difference(&p.wanted).cloned().collect();
+    close_and_move_listeners(shared, &closed, &owners);
+    let listeners_opened = p.fresh.len();
+    for (addr, b) in p.fresh {
+        let task = owners.get(&addr).cloned().unwrap_or_default();
+        tracing::info!(task, listen = %b, "listening");
+        crate::accept::spawn(shared, addr, b, &task);
+    }
+    shared.own.store(Arc::new(own_addrs(shared)));
+    // Limits and revocation.
+    let mut tunnels_closed = 0;
+    for rt in shared.task_runtimes() {
+        resize(&rt, new.limits.max_connections_per_task);
+        rt.pool.clear();
+        tunnels_closed += revoke_disallowed(shared, &new, &rt);
+    }
+    Ok(Summary {
+        generation,
+        tasks_added,
+        tasks_removed,
+        listeners_opened,
+        listeners_closed: closed.len(),
+        tunnels_closed,
+    })
+}
+
+/// Loads and validates the new config and builds what can fail —
+/// resolver, TLS, new listeners — touching nothing live.
+async fn prepare(shared: &Shared) -> Result<Prepared, ReloadError> {
     let old = shared.snapshot.load_full();
-    let mut new = config::load(shared.config_path.as_deref(), old.generation + 1)
-        .map_err(|e| e.to_string())?;
+    let mut new = config::load(shared.config_path.as_deref(), old.generation + 1)?;
     if new.state_dir != old.state_dir {
         tracing::warn!("state_dir changed; it takes effect only after a restart");
         new.state_dir = old.state_dir.clone();
@@ -65,131 +162,111 @@ async fn apply(shared: &Arc<Shared>) -> Result<String, String> {
         tracing::warn!("admin.listen changed; it takes effect only after a restart");
         new.admin = old.admin.clone();
     }
-
-    // Build everything that can fail before touching anything.
     let resolver = if new.resolver != old.resolver {
-        Some(Arc::new(
-            Resolver::new(&new.resolver).map_err(|e| format!("resolver: {e:#}"))?,
-        ))
+        Some(Arc::new(Resolver::new(&new.resolver)?))
     } else {
         None
     };
-    let tls =
-        crate::server::tls_for(&new, Some(&shared.tls.load())).map_err(|e| format!("{e:#}"))?;
-
+    let tls = crate::tls::for_snapshot(&new, Some(&shared.tls.load()))?;
     let wanted: HashSet<ListenAddr> = new.tasks.iter().flat_map(|t| t.listen.clone()).collect();
-    let current: HashSet<ListenAddr> = {
-        let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
-        // A listener bound with port 0 is the same socket as the new
-        // config's entry naming the port it got.
-        let renamed: Vec<(ListenAddr, ListenAddr)> = listeners
-            .iter()
-            .filter_map(|(k, h)| match (k, h.local) {
-                (ListenAddr::Tcp(a), Some(local))
-                    if a.port() == 0 && wanted.contains(&ListenAddr::Tcp(local)) =>
-                {
-                    Some((k.clone(), ListenAddr::Tcp(local)))
-                }
-                _ => None,
-            })
-            .collect();
-        for (from, to) in renamed {
-            if let Some(h) = listeners.remove(&from) {
-                listeners.insert(to, h);
-            }
-        }
-        listeners.keys().cloned().collect()
-    };
+    let current = current_listeners(shared, &wanted);
     let mut fresh: Vec<(ListenAddr, Bound)> = Vec::new();
     for addr in wanted.difference(&current) {
         match listener::bind_with_mode(addr, new.unix_mode).await {
             Ok(b) => fresh.push((addr.clone(), b)),
             // `fresh` is dropped: the new sockets close, nothing changed.
-            Err(e) => return Err(format!("cannot listen on {addr}: {e}")),
+            Err(source) => {
+                return Err(ReloadError::Listen {
+                    addr: addr.to_string(),
+                    source,
+                })
+            }
         }
     }
+    Ok(Prepared {
+        new,
+        resolver,
+        tls,
+        wanted,
+        current,
+        fresh,
+    })
+}
 
-    // Swap.
-    let owners: HashMap<ListenAddr, String> = new
-        .tasks
+/// The bound listeners' addresses. A listener bound with port 0 is the
+/// same socket as the new config's entry naming the port it got: it is
+/// renamed so.
+fn current_listeners(shared: &Shared, wanted: &HashSet<ListenAddr>) -> HashSet<ListenAddr> {
+    let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
+    let renamed: Vec<(ListenAddr, ListenAddr)> = listeners
         .iter()
-        .flat_map(|t| t.listen.iter().map(move |l| (l.clone(), t.id.clone())))
+        .filter_map(|(k, h)| match (k, h.local) {
+            (ListenAddr::Tcp(a), Some(local))
+                if a.port() == 0 && wanted.contains(&ListenAddr::Tcp(local)) =>
+            {
+                Some((k.clone(), ListenAddr::Tcp(local)))
+            }
+            _ => None,
+        })
         .collect();
-    let (mut added, mut removed) = (Vec::new(), Vec::new());
-    {
-        let mut tasks = shared.tasks.write().unwrap_or_else(|p| p.into_inner());
-        for t in &new.tasks {
-            if !tasks.contains_key(&t.id) {
-                tasks.insert(
-                    t.id.clone(),
-                    Arc::new(TaskRuntime::new(t, &new, &shared.metrics)),
-                );
-                added.push(t.id.clone());
-            }
-        }
-        let keep: HashSet<&str> = new.tasks.iter().map(|t| t.id.as_str()).collect();
-        let gone: Vec<String> = tasks
-            .keys()
-            .filter(|id| !keep.contains(id.as_str()))
-            .cloned()
-            .collect();
-        for id in gone {
-            // Its open connections keep their runtime and drain; their next
-            // request finds no task and is refused.
-            if let Some(rt) = tasks.remove(&id) {
-                rt.tunnels.revoke_where(|_, _, _, _| true);
-            }
-            removed.push(id);
+    for (from, to) in renamed {
+        if let Some(h) = listeners.remove(&from) {
+            listeners.insert(to, h);
         }
     }
-    let generation = new.generation;
-    let new = Arc::new(new);
-    shared.snapshot.store(new.clone());
-    if let Some(r) = resolver {
-        shared.resolver.store(r);
-    }
-    shared.tls.store(Arc::new(tls));
-    shared.metrics.config_generation.set(generation as i64);
+    listeners.keys().cloned().collect()
+}
 
-    // Listeners: close the removed, open the added, refresh own addresses.
-    let closed: Vec<ListenAddr> = current.difference(&wanted).cloned().collect();
-    {
-        let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
-        for addr in &closed {
-            if let Some(h) = listeners.remove(addr) {
-                h.stop.cancel();
-            }
-        }
-        // A listener may move between tasks.
-        for (addr, h) in listeners.iter() {
-            if let Some(task) = owners.get(addr) {
-                if h.owner.load().as_str() != task {
-                    h.owner.store(Arc::new(task.clone()));
-                }
-            }
+/// Adds runtimes for new tasks and removes those of tasks no longer in
+/// the config (their tunnels close; their open connections drain, and
+/// their next request finds no task and is refused). Returns (added,
+/// removed).
+fn swap_tasks(shared: &Shared, new: &Snapshot) -> (usize, usize) {
+    let mut tasks = shared.tasks.write().unwrap_or_else(|p| p.into_inner());
+    let mut added = 0;
+    for t in &new.tasks {
+        if !tasks.contains_key(&t.id) {
+            tasks.insert(
+                t.id.clone(),
+                Arc::new(TaskRuntime::new(t, new, &shared.metrics)),
+            );
+            added += 1;
         }
     }
-    let opened = fresh.len();
-    for (addr, b) in fresh {
-        let task = owners.get(&addr).cloned().unwrap_or_default();
-        tracing::info!(task, listen = %b, "listening");
-        shared.spawn_listener(addr, b, &task);
+    let keep: HashSet<&str> = new.tasks.iter().map(|t| t.id.as_str()).collect();
+    let gone: Vec<String> = tasks
+        .keys()
+        .filter(|id| !keep.contains(id.as_str()))
+        .cloned()
+        .collect();
+    for id in &gone {
+        if let Some(rt) = tasks.remove(id) {
+            rt.tunnels.revoke_where(|_, _, _, _| true);
+        }
     }
-    shared.own.store(Arc::new(own_addrs(shared)));
+    (added, gone.len())
+}
 
-    // Limits and revocation.
-    let mut revoked = 0;
-    for rt in shared.task_runtimes() {
-        resize(&rt, new.limits.max_connections_per_task);
-        rt.pool.clear();
-        revoked += revoke_disallowed(shared, &new, &rt);
+/// Closes the listeners no longer wanted; a listener may move between
+/// tasks.
+fn close_and_move_listeners(
+    shared: &Shared,
+    closed: &[ListenAddr],
+    owners: &HashMap<ListenAddr, String>,
+) {
+    let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
+    for addr in closed {
+        if let Some(h) = listeners.remove(addr) {
+            h.stop.cancel();
+        }
     }
-    Ok(format!(
-        "generation {generation}: tasks +{} -{}, listeners +{opened} -{}, tunnels closed {revoked}",
-        added.len(),
-        removed.len(),
-        closed.len()
-    ))
+    for (addr, h) in listeners.iter() {
+        if let Some(task) = owners.get(addr) {
+            if h.owner.load().as_str() != task {
+                h.owner.store(Arc::new(task.clone()));
+            }
+        }
+    }
 }
 
 /// Resizes a task's connection cap.
@@ -238,7 +315,7 @@ fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usiz
             TaintState::Clean
         };
         // The same decision a tunnel meets when it registers.
-        policy::decide_open(&task.rules, &target, addr, &own, &taint, opaque).is_err()
+        policy::decide_open(&task.rules, &target, addr, &own, &taint, opaque).is_deny()
     })
 }
 

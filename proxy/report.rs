@@ -8,24 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// The fields of an access-log row that a report needs.
-#[derive(Debug, Deserialize)]
-struct Row {
-    ts: String,
-    task: String,
-    host: String,
-    port: u16,
-    decision: String,
-    rule: Option<String>,
-    #[serde(default)]
-    body: bool,
-    #[serde(default)]
-    bytes_up: u64,
-    #[serde(default)]
-    bytes_down: u64,
-}
+use crate::log::AccessRecord;
+use crate::policy::{verdict, Rule};
 
 /// One (task, host:port) line of the report.
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
@@ -117,12 +103,12 @@ pub fn build(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<Destin
             };
             for line in text.lines() {
                 // A torn last line of a running sluice is skipped.
-                let Ok(row) = serde_json::from_str::<Row>(line) else {
+                let Ok(row) = serde_json::from_str::<AccessRecord>(line) else {
                     continue;
                 };
-                let key = (row.task.clone(), row.host.clone(), row.port);
+                let key = (row.task.to_string(), row.host.clone(), row.port);
                 let d = out.entry(key).or_insert_with(|| Destination {
-                    task: row.task.clone(),
+                    task: row.task.to_string(),
                     host: row.host.clone(),
                     port: row.port,
                     first_seen: row.ts.clone(),
@@ -136,16 +122,18 @@ pub fn build(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<Destin
                     d.last_seen = row.ts.clone();
                 }
                 d.requests += 1;
-                match row.decision.as_str() {
-                    "allow" => d.allowed += 1,
-                    "would_deny" => d.would_refuse += 1,
+                match &*row.decision {
+                    verdict::ALLOW => d.allowed += 1,
+                    verdict::WOULD_DENY => d.would_refuse += 1,
                     _ => d.refused += 1,
                 }
-                if row.decision == "would_deny" && row.rule.as_deref() == Some("not-allowed") {
+                if row.decision == verdict::WOULD_DENY
+                    && row.rule.as_deref() == Some(Rule::NotAllowed.as_str())
+                {
                     d.learned = true;
                 }
                 if let Some(r) = &row.rule {
-                    d.rules.insert(r.clone());
+                    d.rules.insert(r.to_string());
                 }
                 d.body |= row.body;
                 d.bytes_up += row.bytes_up;
@@ -256,8 +244,9 @@ mod tests {
         rule: Option<&str>,
         body: bool,
     ) -> serde_json::Value {
-        serde_json::json!({"ts": ts, "task": "t", "host": host, "port": port, "decision": decision,
-            "rule": rule, "body": body, "bytes_up": 10, "bytes_down": 100})
+        serde_json::json!({"ts": ts, "task": "t", "client": "unix", "kind": "connect",
+            "method": "CONNECT", "host": host, "port": port, "decision": decision,
+            "rule": rule, "status": 200, "body": body, "bytes_up": 10, "bytes_down": 100})
     }
 
     #[test]

@@ -12,11 +12,10 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
 use crate::config::TaskConfig;
-use crate::conn::{ConnCtx, Exchange};
-use crate::policy::Refusal;
+use crate::exchange::{ConnCtx, Row};
 use crate::taint::body::BodyScanner;
 
-use super::pool::{Pool, PoolKey, Sender};
+use crate::upstream::{Pool, PoolKey, Sender};
 
 /// Counts the bytes of a request body as it is sent upstream. A body that
 /// carries data is registered like a tunnel while it streams: when its
@@ -70,10 +69,8 @@ impl Body for CountingBody {
 /// What to do when a relayed response ends.
 pub(super) struct Finish {
     pub(super) ctx: Arc<ConnCtx>,
-    pub(super) ex: Exchange,
-    pub(super) verdict: crate::log::Verdict,
-    pub(super) would_deny: Option<Refusal>,
-    pub(super) status: u16,
+    /// Written when the response ends (or is dropped).
+    pub(super) row: Row,
     pub(super) bytes_up: Arc<AtomicU64>,
     /// The upstream connection, returned to the pool if the body completes.
     pub(super) reuse: Option<(Arc<Pool>, PoolKey, Sender)>,
@@ -188,14 +185,9 @@ impl RelayBody {
                 tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan: {why}");
             }
         }
-        if let Some(f) = self.finish.take() {
-            f.ctx.record(
-                &f.ex,
-                f.verdict,
-                f.would_deny.as_ref(),
-                f.status,
-                (f.bytes_up.load(Ordering::Relaxed), self.bytes_down),
-            );
+        if let Some(mut f) = self.finish.take() {
+            f.row.bytes = (f.bytes_up.load(Ordering::Relaxed), self.bytes_down);
+            drop(f.row);
             if complete {
                 if let Some((pool, key, sender)) = f.reuse {
                     pool.put(key, sender);
@@ -235,7 +227,7 @@ impl Body for RelayBody {
                 if self.stall.poll_stalled(cx).is_ready() {
                     let limit = self.stall.limit;
                     if let Some(f) = self.finish.as_ref() {
-                        tracing::info!(task = %f.ctx.task.id, url = %f.ex.url,
+                        tracing::info!(task = %f.ctx.task.id, url = %f.row.ex.url,
                             "response body stalled for {}s; cut", limit.as_secs());
                     }
                     self.finish(false);

@@ -11,9 +11,8 @@ use std::time::Duration;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
-use crate::conn::{ConnCtx, Exchange};
-use crate::log::Verdict;
-use crate::policy::{Refusal, Target};
+use crate::exchange::{ConnCtx, Row};
+use crate::policy::{Refusal, Target, Verdict};
 use crate::tunnel::{self, RelayBytes};
 
 /// An exchange that switched protocols, ready to relay.
@@ -23,10 +22,9 @@ pub(super) struct Upgraded {
     /// The checked address the upstream connection went to.
     pub(super) addr: SocketAddr,
     pub(super) idle: Duration,
-    pub(super) ex: Exchange,
-    /// The request's decision, for the log row.
-    pub(super) verdict: (Verdict, Option<Refusal>),
-    pub(super) status: u16,
+    /// The request's row (its decision, status 101), written when the
+    /// relay ends.
+    pub(super) row: Row,
     /// Request-body bytes sent before the switch.
     pub(super) bytes_up: Arc<AtomicU64>,
 }
@@ -43,12 +41,13 @@ impl Upgraded {
             };
             let up = self.bytes_up.load(Ordering::Relaxed) + bytes.up.load(Ordering::Relaxed);
             let down = bytes.down.load(Ordering::Relaxed);
-            let (verdict, refusal) = match &relayed {
-                Ok(()) => (self.verdict.0, self.verdict.1.as_ref()),
-                Err(r) => (Verdict::Deny, Some(r)),
-            };
-            self.ctx
-                .record(&self.ex, verdict, refusal, self.status, (up, down));
+            let mut row = self.row;
+            if let Err(r) = relayed {
+                // Still the 101 the client got, now refused.
+                row.verdict = Verdict::Deny(r);
+            }
+            row.bytes = (up, down);
+            drop(row);
         });
     }
 
@@ -67,7 +66,7 @@ impl Upgraded {
             .task
             .tunnels
             .register(&host, self.addr, true, stop.clone());
-        if let Err(r) = ctx.recheck_open(&self.target, self.addr, true) {
+        if let Verdict::Deny(r) = ctx.recheck_open(&self.target, self.addr, true) {
             tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: {}", r.reason);
             return Err(r);
         }

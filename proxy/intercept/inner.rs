@@ -17,13 +17,15 @@ use tokio_rustls::LazyConfigAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::conn::{self, ConnCtx, Exchange, GuardState, HeadGuard};
-use crate::forward::{self, Origin, Spare};
+use crate::exchange::{self, ConnCtx, Exchange};
+use crate::forward::{self, Origin};
 use crate::log::Kind;
 use crate::policy::target::parse_authority;
-use crate::policy::{Refusal, Rule, Target};
+use crate::policy::{self, Target};
 use crate::respond::ProxyBody;
 use crate::tunnel::{self, RelayBytes};
+use crate::tunnel::{GuardState, HeadGuard};
+use crate::upstream::Spare;
 
 /// How the client speaks inside the tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +60,9 @@ pub struct Session {
     pub scheme: Scheme,
     /// Plain HTTP/2 with prior knowledge (the client sent the preface).
     pub h2c: bool,
+    /// For HTTPS: the TLS settings the CONNECT was admitted to intercept
+    /// with.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Session {
@@ -96,7 +101,7 @@ impl Session {
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let server = self.ctx.shared.tls.load().server.clone()?;
+        let server = self.tls.clone()?;
         let acceptor = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
         let start = tokio::time::timeout(limits.header_timeout, acceptor)
             .await
@@ -172,7 +177,7 @@ impl Session {
         };
         match r {
             Err(e) if e.is_parse() || e.is_parse_too_large() => {
-                conn::record_unparsable(&ctx, guard.refused(), &e)
+                ctx.record_unparsable(guard.refused(), &e)
             }
             Err(e) => tracing::debug!(error = %e, "connection inside a tunnel ended with an error"),
             Ok(()) => {}
@@ -186,7 +191,7 @@ impl Session {
         let ctx = &self.ctx;
         let target = &*self.target;
         let snap = ctx.shared.snapshot.load_full();
-        conn::strip_sluice_headers(req.headers_mut());
+        exchange::strip_sluice_headers(req.headers_mut());
         let path = req.uri().path().to_string();
         let ex = Exchange {
             kind: Kind::Intercepted,
@@ -195,40 +200,26 @@ impl Session {
             port: target.port,
             path: Some(path.clone()),
             url: forward::source_url(self.scheme.as_str(), target, &path),
-            body: conn::carries_body(req.headers()),
+            body: exchange::carries_body(req.headers()),
             started: Instant::now(),
             generation: snap.generation,
         };
-        let Some(task) = conn::task_config(ctx, &snap) else {
-            return ctx.refuse(&ex, conn::task_gone());
+        let Some(task) = ctx.task_config(&snap) else {
+            return ctx.refuse(&ex, exchange::task_gone());
         };
-        if req.method() == Method::CONNECT {
-            return ctx.refuse(
-                &ex,
-                Refusal::new(
-                    Rule::BadTarget,
-                    "CONNECT inside a CONNECT tunnel is not allowed",
-                ),
-            );
-        }
         // An absolute-form request (or HTTP/2 :authority) naming another
         // authority is a mismatch, as is a Host header that differs.
         let default_port = self.scheme.default_port();
-        if let Some(auth) = req.uri().authority() {
-            let same = matches!(parse_authority(auth.as_str(), Some(default_port)),
-                Ok(t) if t.host == target.host && t.port == target.port);
-            if !same {
-                return ctx.refuse(
-                    &ex,
-                    Refusal::new(
-                        Rule::HostMismatch,
-                        format!("the request names {auth}, but the tunnel was opened to {target}"),
-                    ),
-                );
-            }
+        let authority = req
+            .uri()
+            .authority()
+            .map(|a| (a.as_str(), parse_authority(a.as_str(), Some(default_port))));
+        let is_connect = req.method() == Method::CONNECT;
+        if let Err(r) = policy::decide_inner(target, is_connect, authority) {
+            return ctx.refuse(&ex, r);
         }
         // HTTP/2 clients usually send no Host: the authority was checked above.
-        let hh = conn::host_header(req.headers(), default_port);
+        let host_header = exchange::host_header(req.headers(), default_port);
         let origin = Origin {
             scheme: self.scheme.as_str(),
             tls: match self.scheme {
@@ -237,6 +228,12 @@ impl Session {
             },
             spare: Some(&self.spare),
         };
-        forward::exchange(ctx.clone(), &snap, task, target, &hh, origin, req, ex).await
+        let out = forward::Outbound {
+            task,
+            target,
+            host_header,
+            ex,
+        };
+        forward::relay(ctx.clone(), &snap, out, origin, req).await
     }
 }

@@ -12,6 +12,7 @@
 pub mod addr;
 pub mod target;
 mod tunnel;
+pub mod verdict;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -21,7 +22,8 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 pub use target::{Host, Target, TargetError};
-pub use tunnel::{decide_open, decide_tunnel_start, TunnelStart};
+pub use tunnel::{decide_inner, decide_open, decide_tunnel_start, intercepts, TunnelStart};
+pub use verdict::Verdict;
 
 /// The stable rule ids of SPEC §4 (plus sluice's own capacity rule).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -269,27 +271,15 @@ impl CheckedAddr {
     }
 }
 
-/// The outcome of the name step.
-#[must_use]
-#[derive(Debug, PartialEq, Eq)]
-pub enum NameVerdict {
-    /// Go on to resolution (or, for an IP literal, straight to classify).
-    /// `would_deny` is a refusal that shadow mode let through.
-    Proceed {
-        would_deny: Option<Refusal>,
-    },
-    Deny(Refusal),
-}
-
 /// Decides on the normalised target before any resolution: `ip-literal`,
 /// `not-allowed`, `host-mismatch`, in that order. The caller parses the
 /// Host header with the scheme's default port (for CONNECT, the target's).
-pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader) -> NameVerdict {
+pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader) -> Verdict {
     let mut would_deny = None;
     match &target.host {
         Host::Ip(ip) => {
             if !(target.canonical_ip && rules.allow.contains_ip(*ip, target.port)) {
-                return NameVerdict::Deny(Refusal::new(
+                return Verdict::Deny(Refusal::new(
                     Rule::IpLiteral,
                     format!(
                         "{target} is an IP address; name the host, or add \"{}\" to allow in its canonical spelling",
@@ -305,7 +295,7 @@ pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader)
                     format!("{target} is not on the task's allow-list"),
                 );
                 match rules.allow_mode {
-                    AllowMode::Enforce => return NameVerdict::Deny(refusal),
+                    AllowMode::Enforce => return Verdict::Deny(refusal),
                     AllowMode::Shadow => would_deny = Some(refusal),
                 }
             }
@@ -314,27 +304,27 @@ pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader)
     match host_header {
         HostHeader::Absent => {}
         HostHeader::Many => {
-            return NameVerdict::Deny(Refusal::new(
+            return Verdict::Deny(Refusal::new(
                 Rule::BadTarget,
                 "the request has more than one Host header",
             ))
         }
         HostHeader::One(Err(e)) => {
-            return NameVerdict::Deny(Refusal::new(
+            return Verdict::Deny(Refusal::new(
                 Rule::BadTarget,
                 format!("the Host header is malformed: {e}"),
             ))
         }
         HostHeader::One(Ok(h)) => {
             if h.host != target.host || h.port != target.port {
-                return NameVerdict::Deny(Refusal::new(
+                return Verdict::Deny(Refusal::new(
                     Rule::HostMismatch,
                     format!("the Host header names {h}, not {target}"),
                 ));
             }
         }
     }
-    NameVerdict::Proceed { would_deny }
+    Verdict::admit((), would_deny)
 }
 
 /// What resolution produced for the target.
@@ -385,37 +375,46 @@ impl OwnAddrs {
     }
 }
 
-/// The final decision on a request.
-#[must_use]
+/// What an admitted request may do: the proof policy admitted it, and
+/// the addresses it may be dialled at (only those).
 #[derive(Debug)]
-pub enum Decision {
-    Allow {
-        permit: Permit,
-        addrs: Vec<CheckedAddr>,
-        /// Set when a shadow mode let a refusal through.
-        would_deny: Option<Refusal>,
-    },
-    Deny(Refusal),
+pub struct Admission {
+    pub permit: Permit,
+    pub addrs: Vec<CheckedAddr>,
+}
+
+/// What a request's address and taint checks need besides its target.
+#[derive(Clone, Copy, Debug)]
+pub struct Facts<'a> {
+    /// sluice's own listening addresses.
+    pub own: &'a OwnAddrs,
+    /// What the taint store knows of the target host.
+    pub taint: &'a TaintState,
+    /// Does the request (or opaque tunnel) carry a body?
+    pub carries_body: bool,
 }
 
 /// Classifies every resolved address, then applies taint:
 /// `private-address`, `untrusted-target`, `dns-failed`, in SPEC order.
-#[allow(clippy::too_many_arguments)]
+/// `name` is [`decide_name`]'s verdict (a refusal there stands).
 pub fn decide_addresses(
     rules: &TaskRules,
     target: &Target,
     resolution: &Resolution,
-    own: &OwnAddrs,
-    taint: &TaintState,
-    carries_body: bool,
-    would_deny: Option<Refusal>,
-) -> Decision {
-    let mut would_deny = would_deny;
+    facts: Facts<'_>,
+    name: Verdict,
+) -> Verdict<Admission> {
+    let mut would_deny = match name {
+        Verdict::Deny(r) => return Verdict::Deny(r),
+        Verdict::Allow(()) => None,
+        Verdict::WouldDeny((), r) => Some(r),
+    };
+    let own = facts.own;
     let checked = match resolution {
         Resolution::Literal(ip) => {
             let sa = SocketAddr::new(*ip, target.port);
             if own.contains(sa) {
-                return Decision::Deny(own_refusal(target, sa));
+                return Verdict::Deny(own_refusal(target, sa));
             }
             Ok(vec![CheckedAddr(sa)])
         }
@@ -448,15 +447,15 @@ pub fn decide_addresses(
                 }
             }
             match (ok.is_empty(), first_bad) {
-                (true, Some(refusal)) => return Decision::Deny(refusal),
+                (true, Some(refusal)) => return Verdict::Deny(refusal),
                 (true, None) => Err(format!("{} resolved to no address", target.host)),
                 (false, _) => Ok(ok),
             }
         }
         Resolution::Failed(why) => Err(why.clone()),
     };
-    if carries_body && rules.taint_mode != TaintMode::Off {
-        let tainted = match taint {
+    if facts.carries_body && rules.taint_mode != TaintMode::Off {
+        let tainted = match facts.taint {
             TaintState::Clean => None,
             TaintState::Tainted(p) => Some(Refusal {
                 rule: Rule::UntrustedTarget,
@@ -476,7 +475,7 @@ pub fn decide_addresses(
         };
         if let Some(refusal) = tainted {
             match rules.taint_mode {
-                TaintMode::Enforce => return Decision::Deny(refusal),
+                TaintMode::Enforce => return Verdict::Deny(refusal),
                 TaintMode::Shadow | TaintMode::Off => {
                     would_deny.get_or_insert(refusal);
                 }
@@ -484,12 +483,14 @@ pub fn decide_addresses(
         }
     }
     match checked {
-        Ok(addrs) => Decision::Allow {
-            permit: Permit { _private: () },
-            addrs,
+        Ok(addrs) => Verdict::admit(
+            Admission {
+                permit: Permit { _private: () },
+                addrs,
+            },
             would_deny,
-        },
-        Err(why) => Decision::Deny(Refusal::new(Rule::DnsFailed, why)),
+        ),
+        Err(why) => Verdict::Deny(Refusal::new(Rule::DnsFailed, why)),
     }
 }
 

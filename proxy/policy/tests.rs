@@ -26,11 +26,9 @@ fn name_rule(r: &TaskRules, target: &str, host: &HostHeader) -> Option<Rule> {
         Err(_) => return Some(Rule::BadTarget),
     };
     match decide_name(r, &t, host) {
-        NameVerdict::Proceed { would_deny: None } => None,
-        NameVerdict::Proceed {
-            would_deny: Some(w),
-        } => panic!("unexpected would_deny {w:?}"),
-        NameVerdict::Deny(refusal) => Some(refusal.rule),
+        Verdict::Allow(()) => None,
+        Verdict::WouldDeny((), w) => panic!("unexpected would_deny {w:?}"),
+        Verdict::Deny(refusal) => Some(refusal.rule),
     }
 }
 
@@ -202,16 +200,14 @@ fn shadow_allow_mode_records_would_deny() {
     r.allow_mode = AllowMode::Shadow;
     let t = parse_authority("other.example.com:443", None).unwrap();
     match decide_name(&r, &t, &HostHeader::Absent) {
-        NameVerdict::Proceed {
-            would_deny: Some(w),
-        } => assert_eq!(w.rule, Rule::NotAllowed),
+        Verdict::WouldDeny((), w) => assert_eq!(w.rule, Rule::NotAllowed),
         v => panic!("got {v:?}"),
     }
     // IP literals are enforced even in shadow mode.
     let t = parse_authority("127.0.0.1:443", None).unwrap();
     assert!(matches!(
         decide_name(&r, &t, &HostHeader::Absent),
-        NameVerdict::Deny(_)
+        Verdict::Deny(_)
     ));
 }
 
@@ -227,9 +223,10 @@ fn addr_rule(
         any_ip_ports: HashSet::new(),
         machine: HashSet::new(),
     };
-    match decide_addresses(r, &t, &res, &own, &taint, body, None) {
-        Decision::Allow { addrs, .. } => Ok(addrs.iter().map(|a| a.addr()).collect()),
-        Decision::Deny(refusal) => Err(refusal.rule),
+    match decide_addresses(r, &t, &res, facts(&own, &taint, body), Verdict::Allow(())) {
+        Verdict::Allow(a) => Ok(a.addrs.iter().map(|a| a.addr()).collect()),
+        Verdict::WouldDeny(..) => panic!("unexpected would_deny"),
+        Verdict::Deny(refusal) => Err(refusal.rule),
     }
 }
 
@@ -406,10 +403,16 @@ fn own_listener_refused_even_when_private_allowed() {
         any_ip_ports: HashSet::new(),
         machine: HashSet::new(),
     };
-    let d = decide_addresses(&r, &t, &res, &own, &TaintState::Clean, false, None);
+    let d = decide_addresses(
+        &r,
+        &t,
+        &res,
+        facts(&own, &TaintState::Clean, false),
+        Verdict::Allow(()),
+    );
     assert!(matches!(
         d,
-        Decision::Deny(Refusal {
+        Verdict::Deny(Refusal {
             rule: Rule::PrivateAddress,
             ..
         })
@@ -425,16 +428,11 @@ fn taint_shadow_allows_with_would_deny() {
         &r,
         &t,
         &ips(&["93.184.216.34"]),
-        &OwnAddrs::default(),
-        &TaintState::Tainted(prov()),
-        true,
-        None,
+        facts(&OwnAddrs::default(), &TaintState::Tainted(prov()), true),
+        Verdict::Allow(()),
     );
     match d {
-        Decision::Allow {
-            would_deny: Some(w),
-            ..
-        } => {
+        Verdict::WouldDeny(_, w) => {
             assert_eq!(w.rule, Rule::UntrustedTarget);
             assert_eq!(w.tainted_by, Some(prov()));
         }
@@ -445,18 +443,10 @@ fn taint_shadow_allows_with_would_deny() {
         &r,
         &t,
         &ips(&["93.184.216.34"]),
-        &OwnAddrs::default(),
-        &TaintState::Tainted(prov()),
-        true,
-        None,
+        facts(&OwnAddrs::default(), &TaintState::Tainted(prov()), true),
+        Verdict::Allow(()),
     );
-    assert!(matches!(
-        d,
-        Decision::Allow {
-            would_deny: None,
-            ..
-        }
-    ));
+    assert!(matches!(d, Verdict::Allow(_)));
 }
 
 #[test]
@@ -555,14 +545,28 @@ fn own_address_in_ipv6_forms_is_refused() {
     for (what, ip, port, refused) in cases {
         let t = parse_authority(&format!("pkgs.example.com:{port}"), None).unwrap();
         let res = Resolution::Resolved(vec![ip.parse().unwrap()]);
-        let d = decide_addresses(&r, &t, &res, &own, &TaintState::Clean, false, None);
+        let d = decide_addresses(
+            &r,
+            &t,
+            &res,
+            facts(&own, &TaintState::Clean, false),
+            Verdict::Allow(()),
+        );
         let got = matches!(
             d,
-            Decision::Deny(Refusal {
+            Verdict::Deny(Refusal {
                 rule: Rule::PrivateAddress,
                 ..
             })
         );
         assert_eq!(got, refused, "case {what}");
+    }
+}
+
+fn facts<'a>(own: &'a OwnAddrs, taint: &'a TaintState, carries_body: bool) -> Facts<'a> {
+    Facts {
+        own,
+        taint,
+        carries_body,
     }
 }

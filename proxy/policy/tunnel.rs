@@ -5,8 +5,8 @@
 use std::net::SocketAddr;
 
 use super::{
-    decide_addresses, decide_name, Decision, Host, HostHeader, NameVerdict, OwnAddrs, Refusal,
-    Resolution, Rule, TaintState, Target, TaskRules,
+    decide_addresses, decide_name, Facts, Host, HostHeader, OwnAddrs, Refusal, Resolution, Rule,
+    TaintState, Target, TaskRules, Verdict,
 };
 
 /// What a tunnel's client sent first, as `intercept::hello` read it.
@@ -96,19 +96,57 @@ pub fn decide_open(
     own: &OwnAddrs,
     taint: &TaintState,
     opaque: bool,
-) -> Result<Option<Refusal>, Refusal> {
-    let would_deny = match decide_name(rules, target, &HostHeader::Absent) {
-        NameVerdict::Deny(r) => return Err(r),
-        NameVerdict::Proceed { would_deny } => would_deny,
-    };
+) -> Verdict {
+    let name = decide_name(rules, target, &HostHeader::Absent);
     let resolution = match target.host {
         Host::Ip(ip) => Resolution::Literal(ip),
         Host::Name(_) => Resolution::Resolved(vec![connected.ip()]),
     };
-    match decide_addresses(rules, target, &resolution, own, taint, opaque, would_deny) {
-        Decision::Allow { would_deny, .. } => Ok(would_deny),
-        Decision::Deny(r) => Err(r),
+    let facts = Facts {
+        own,
+        taint,
+        carries_body: opaque,
+    };
+    decide_addresses(rules, target, &resolution, facts, name).map(|_| ())
+}
+
+/// May a request inside a tunnel to `tunnel` go on? Not a CONNECT (no
+/// tunnel in a tunnel), and an authority it names (absolute form, HTTP/2
+/// `:authority`) must be the tunnel's own (`host-mismatch` otherwise; the
+/// Host header is checked by [`decide_name`] as for any request).
+pub fn decide_inner(
+    tunnel: &Target,
+    is_connect: bool,
+    authority: Option<(&str, Result<Target, super::TargetError>)>,
+) -> Result<(), Refusal> {
+    if is_connect {
+        return Err(Refusal::new(
+            Rule::BadTarget,
+            "CONNECT inside a CONNECT tunnel is not allowed",
+        ));
     }
+    match authority {
+        Some((_, Ok(t))) if t.host == tunnel.host && t.port == tunnel.port => Ok(()),
+        Some((raw, _)) => Err(Refusal::new(
+            Rule::HostMismatch,
+            format!("the request names {raw}, but the tunnel was opened to {tunnel}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Will a CONNECT to `target` be intercepted (if its client speaks TLS)?
+/// When the task intercepts, sluice has a CA to mint leaves with, and the
+/// host is not on the task's `passthrough` list. IP literals are never
+/// intercepted (a certificate cannot name them for the client). Decided
+/// once, when the CONNECT is admitted; the tunnel keeps the answer.
+pub fn intercepts(
+    task_intercepts: bool,
+    have_ca: bool,
+    passthrough: impl Fn(&str) -> bool,
+    target: &Target,
+) -> bool {
+    task_intercepts && have_ca && target.host.as_name().is_some_and(|h| !passthrough(h))
 }
 
 #[cfg(test)]
@@ -119,6 +157,70 @@ mod tests {
 
     fn t(a: &str) -> Target {
         parse_authority(a, None).unwrap()
+    }
+
+    #[test]
+    fn inner_request_table() {
+        let tunnel = t("pkgs.example.com:443");
+        let auth = |s: &'static str| Some((s, parse_authority(s, Some(443))));
+        type Authority = Option<(&'static str, Result<Target, crate::policy::TargetError>)>;
+        let cases: Vec<(&str, bool, Authority, Option<Rule>)> = vec![
+            ("origin form", false, None, None),
+            ("same authority", false, auth("pkgs.example.com"), None),
+            (
+                "same, explicit port",
+                false,
+                auth("pkgs.example.com:443"),
+                None,
+            ),
+            ("same, other case", false, auth("PKGS.example.com"), None),
+            (
+                "other host",
+                false,
+                auth("paste.example.com"),
+                Some(Rule::HostMismatch),
+            ),
+            (
+                "other port",
+                false,
+                auth("pkgs.example.com:8443"),
+                Some(Rule::HostMismatch),
+            ),
+            (
+                "unparsable",
+                false,
+                auth("pkgs example"),
+                Some(Rule::HostMismatch),
+            ),
+            (
+                "CONNECT",
+                true,
+                auth("pkgs.example.com:443"),
+                Some(Rule::BadTarget),
+            ),
+        ];
+        for (what, connect, a, want) in cases {
+            let got = decide_inner(&tunnel, connect, a).err().map(|r| r.rule);
+            assert_eq!(got, want, "case {what}");
+        }
+    }
+
+    #[test]
+    fn intercepts_table() {
+        let name = t("pkgs.example.com:443");
+        let ip = t("10.0.0.7:443");
+        let pass = |h: &str| h == "pinned.example.com";
+        assert!(intercepts(true, true, pass, &name));
+        assert!(
+            !intercepts(false, true, pass, &name),
+            "task does not intercept"
+        );
+        assert!(!intercepts(true, false, pass, &name), "no CA");
+        assert!(!intercepts(true, true, pass, &ip), "IP literal");
+        assert!(
+            !intercepts(true, true, pass, &t("pinned.example.com:443")),
+            "passthrough"
+        );
     }
 
     #[test]
@@ -263,9 +365,9 @@ mod tests {
         ];
         for (what, r, target, taint, opaque, want) in cases {
             let got = match decide_open(&r, &target, addr, &own, &taint, opaque) {
-                Ok(None) => "ok",
-                Ok(Some(_)) => "would",
-                Err(refusal) => refusal.rule.as_str(),
+                Verdict::Allow(()) => "ok",
+                Verdict::WouldDeny(..) => "would",
+                Verdict::Deny(refusal) => refusal.rule.as_str(),
             };
             assert_eq!(got, want, "case {what}");
         }

@@ -1,8 +1,18 @@
-//! tunnel: dial the checked address, and relay bytes both ways.
+//! tunnel: the client's byte stream and the relay of bytes both ways —
+//! counting, idle detection, the copy loop — for opaque tunnels,
+//! upgraded connections and the sessions inside intercepted tunnels.
 //!
-//! [`dial`] takes a [`Permit`] and [`CheckedAddr`]s, which only `policy`
-//! can make: dialling without a decision does not compile. Must not
-//! resolve names or make decisions.
+//! Must not dial (that is `upstream`), resolve names or make decisions:
+//! it moves bytes between two streams someone else admitted.
+
+mod client;
+pub mod guard;
+pub mod opaque;
+pub mod rewind;
+
+pub use client::{ClientIo, Io};
+pub use guard::{GuardState, HeadGuard, RawLine};
+pub use rewind::Rewind;
 
 use std::io;
 use std::pin::Pin;
@@ -12,62 +22,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
-
-use crate::policy::{CheckedAddr, Permit, Rule};
-
-/// Why a dial failed: `upstream-failed` or `upstream-timeout`.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct DialError {
-    pub rule: Rule,
-    pub message: String,
-}
-
-/// Connects to the first of `addrs` that answers, within `timeout` overall.
-pub async fn dial(
-    _permit: &Permit,
-    addrs: &[CheckedAddr],
-    timeout: Duration,
-) -> Result<(TcpStream, CheckedAddr), DialError> {
-    let attempt = async {
-        let mut last = None;
-        for a in addrs {
-            match TcpStream::connect(a.addr()).await {
-                Ok(s) => {
-                    let _ = s.set_nodelay(true);
-                    return Ok((s, *a));
-                }
-                Err(e) => last = Some((a.addr(), e)),
-            }
-        }
-        Err(match last {
-            Some((addr, e)) => DialError {
-                rule: Rule::UpstreamFailed,
-                message: format!("cannot connect to {addr}: {e}"),
-            },
-            None => DialError {
-                rule: Rule::UpstreamFailed,
-                message: "no address to connect to".into(),
-            },
-        })
-    };
-    match tokio::time::timeout(timeout, attempt).await {
-        Ok(r) => r,
-        Err(_) => Err(DialError {
-            rule: Rule::UpstreamTimeout,
-            message: format!(
-                "no connection to {} within {}s",
-                addrs
-                    .first()
-                    .map(|a| a.addr().to_string())
-                    .unwrap_or_default(),
-                timeout.as_secs()
-            ),
-        }),
-    }
-}
 
 /// Wraps a stream and counts the bytes read from it, so a relay knows its
 /// volume and when it last moved.
@@ -368,77 +323,6 @@ pub async fn quiet_for(bytes: &RelayBytes, idle: Duration) {
             seen = now;
             quiet = Duration::ZERO;
         }
-    }
-}
-
-/// The client side of a CONNECT tunnel: the plain TCP socket when hyper
-/// can hand it back whole (so an opaque relay can splice it), otherwise the
-/// upgraded connection.
-pub enum ClientIo {
-    Tcp(TcpStream),
-    Upgraded(hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>),
-    /// Another socket kind, after the bytes hyper had already read.
-    Other(crate::intercept::rewind::Rewind<Box<dyn crate::conn::Io>>),
-}
-
-impl ClientIo {
-    pub fn from_upgraded(upgraded: hyper::upgrade::Upgraded) -> ClientIo {
-        use hyper_util::rt::TokioIo;
-        type Guarded = crate::conn::HeadGuard<Box<dyn crate::conn::Io>>;
-        match upgraded.downcast::<TokioIo<Guarded>>() {
-            Ok(parts) => {
-                let io = parts.io.into_inner().into_inner();
-                let any: &dyn std::any::Any = &*io;
-                if parts.read_buf.is_empty() && any.is::<TcpStream>() {
-                    let any: Box<dyn std::any::Any> = io;
-                    if let Ok(tcp) = any.downcast::<TcpStream>() {
-                        return ClientIo::Tcp(*tcp);
-                    }
-                    unreachable!("checked with is::<TcpStream>()");
-                }
-                ClientIo::Other(crate::intercept::rewind::Rewind::new(
-                    parts.read_buf.to_vec(),
-                    io,
-                ))
-            }
-            Err(upgraded) => ClientIo::Upgraded(TokioIo::new(upgraded)),
-        }
-    }
-}
-
-macro_rules! each_client_io {
-    ($self:ident, $io:ident => $e:expr) => {
-        match $self.get_mut() {
-            ClientIo::Tcp($io) => $e,
-            ClientIo::Upgraded($io) => $e,
-            ClientIo::Other($io) => $e,
-        }
-    };
-}
-
-impl AsyncRead for ClientIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        each_client_io!(self, io => Pin::new(io).poll_read(cx, buf))
-    }
-}
-
-impl AsyncWrite for ClientIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        each_client_io!(self, io => Pin::new(io).poll_write(cx, buf))
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        each_client_io!(self, io => Pin::new(io).poll_flush(cx))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        each_client_io!(self, io => Pin::new(io).poll_shutdown(cx))
     }
 }
 

@@ -14,8 +14,9 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::policy::{CheckedAddr, Permit, Rule};
-use crate::tunnel::{self, DialError};
+use super::{dial, tls_connect, UpstreamError};
+use crate::policy::{CheckedAddr, Permit};
+use crate::tls::Tls;
 
 /// The body type sent upstream.
 pub type UpBody = http_body_util::combinators::BoxBody<Bytes, crate::respond::BodyError>;
@@ -27,7 +28,7 @@ const POOL_PER_ADDR: usize = 32;
 
 /// Where a pooled connection goes: the checked address, and for HTTPS the
 /// name its certificate was verified for.
-pub(super) type PoolKey = (SocketAddr, Option<Arc<str>>);
+pub type PoolKey = (SocketAddr, Option<Arc<str>>);
 
 /// Idle upstream connections of one task, keyed by checked address (and
 /// TLS name).
@@ -64,11 +65,11 @@ impl Sender {
             Sender::H2(s) => s.ready().await,
         }
     }
-    pub(super) fn is_h2(&self) -> bool {
+    pub fn is_h2(&self) -> bool {
         matches!(self, Sender::H2(_))
     }
     /// Sends; a request that was never started comes back in `Err(Ok(req))`.
-    pub(super) async fn try_send(
+    pub async fn try_send(
         &mut self,
         req: Request<UpBody>,
     ) -> Result<Response<Incoming>, Result<Request<UpBody>, hyper::Error>> {
@@ -85,7 +86,7 @@ impl Sender {
 
 impl Pool {
     /// An idle, ready connection to one of `addrs`, if there is one.
-    pub(super) fn take(
+    pub fn take(
         &self,
         addrs: &[CheckedAddr],
         tls: &Option<Arc<str>>,
@@ -110,7 +111,7 @@ impl Pool {
     }
 
     /// Returns a connection once it is ready for another request.
-    pub(super) fn put(self: &Arc<Self>, key: PoolKey, mut sender: Sender) {
+    pub fn put(self: &Arc<Self>, key: PoolKey, mut sender: Sender) {
         let pool = self.clone();
         tokio::spawn(async move {
             let ready = tokio::time::timeout(Duration::from_secs(5), sender.ready()).await;
@@ -133,14 +134,14 @@ pub type Spare = std::sync::Mutex<Option<(TcpStream, CheckedAddr)>>;
 
 /// Dials a fresh upstream connection: TCP, then TLS (verified for `tls`)
 /// when the origin is HTTPS, then HTTP/2 or HTTP/1.1 as ALPN says.
-pub(super) async fn connect(
-    shared: &crate::server::Shared,
+pub async fn connect(
+    tls_settings: &Tls,
     permit: &Permit,
     addrs: &[CheckedAddr],
     tls: &Option<Arc<str>>,
     timeout: Duration,
     spare: Option<&Spare>,
-) -> Result<(Sender, CheckedAddr), DialError> {
+) -> Result<(Sender, CheckedAddr), UpstreamError> {
     let reused = spare.and_then(|s| {
         let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
         match s.take() {
@@ -150,11 +151,11 @@ pub(super) async fn connect(
     });
     let (stream, addr) = match reused {
         Some(x) => x,
-        None => tunnel::dial(permit, addrs, timeout).await?,
+        None => dial(permit, addrs, timeout).await?,
     };
-    let handshake_err = |e: hyper::Error| DialError {
-        rule: Rule::UpstreamFailed,
-        message: format!("HTTP handshake with {} failed: {e}", addr.addr()),
+    let handshake_err = |source: hyper::Error| UpstreamError::HttpHandshake {
+        addr: addr.addr(),
+        source,
     };
     let Some(name) = tls else {
         let (sender, conn) = hyper::client::conn::http1::Builder::new()
@@ -168,11 +169,7 @@ pub(super) async fn connect(
         });
         return Ok((Sender::H1(sender), addr));
     };
-    let tls_stream = shared
-        .tls
-        .load_full()
-        .connect(name, stream, timeout)
-        .await?;
+    let tls_stream = tls_connect(tls_settings, name, stream, timeout).await?;
     let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
     let io = TokioIo::new(tls_stream);
     if h2 {

@@ -1,0 +1,123 @@
+//! accept: each task listener's accept loop — the task is who arrived on
+//! the listener, never a header; the connection cap is taken here (a
+//! connection past it is answered 503 `over-capacity` and logged); each
+//! connection is handed to `conn`.
+//!
+//! Must not parse requests or decide anything but the cap, which is a
+//! count, not a rule about destinations.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ListenAddr;
+use crate::exchange::{write_row, ConnCtx, ConnSlot, Exchange};
+use crate::listener::{accept, Bound, Stream};
+use crate::log::Kind;
+use crate::policy::{Refusal, Rule, Verdict};
+use crate::respond;
+use crate::state::{ListenerHandle, Shared, TaskRuntime};
+
+/// Starts the accept loop of a bound listener of `task`.
+pub fn spawn(shared: &Arc<Shared>, addr: ListenAddr, bound: Bound, task: &str) {
+    let stop = shared.shutdown.child_token();
+    let owner: Arc<ArcSwap<String>> = Arc::new(ArcSwap::from_pointee(task.to_string()));
+    let handle = ListenerHandle {
+        stop: stop.clone(),
+        bound: bound.to_string(),
+        local: bound.local_tcp(),
+        owner: owner.clone(),
+    };
+    shared
+        .listeners
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(addr, handle);
+    tokio::spawn(run(bound, owner, shared.clone(), stop));
+}
+
+/// Accepts until `stop` (shutdown, or a reload removing the listener).
+/// Each connection belongs to the task the listener routes to now, and runs
+/// in the shared tracker.
+async fn run(
+    listener: Bound,
+    owner: Arc<arc_swap::ArcSwap<String>>,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => break,
+            a = accept(&listener) => a,
+        };
+        let (stream, client) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(listen = %listener, error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(task) = shared.task_runtime(&owner.load()) else {
+            // The listener is being closed by a reload.
+            continue;
+        };
+        let Ok(permit) = task.conns.clone().try_acquire_owned() else {
+            refuse_over_capacity(stream, &task, &shared, client);
+            continue;
+        };
+        let ctx = Arc::new(ConnCtx {
+            shared: shared.clone(),
+            task: task.clone(),
+            client,
+            slot: ConnSlot::new(permit, task.metrics.connections_active.clone()),
+        });
+        shared.tracker.spawn(crate::conn::serve(stream, ctx));
+    }
+    if let Bound::Unix(_, path) = &listener {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Answers a connection past the task's cap with 503 and logs it. The
+/// request is not read: the row names no destination.
+fn refuse_over_capacity(mut stream: Stream, task: &TaskRuntime, shared: &Shared, client: Arc<str>) {
+    let refusal = Refusal::new(
+        Rule::OverCapacity,
+        format!(
+            "the task already has {} open connections; retry later",
+            shared.snapshot.load().limits.max_connections_per_task
+        ),
+    );
+    tracing::warn!(task = %task.id, client = %client, "connection limit reached; refusing with 503");
+    let bytes = respond::raw_refusal(&task.id, &refusal);
+    let ex = Exchange {
+        kind: Kind::Http,
+        method: http::Method::from_bytes(b"-").unwrap_or(http::Method::GET),
+        host: "-".into(),
+        port: 0,
+        path: None,
+        url: "-".into(),
+        body: false,
+        started: Instant::now(),
+        generation: shared.snapshot.load().generation,
+    };
+    let status = refusal.rule.status();
+    write_row(
+        shared,
+        task,
+        &client,
+        &ex,
+        &Verdict::Deny(refusal),
+        status,
+        (0, 0),
+    );
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
+        let _ = stream.shutdown().await;
+    });
+}

@@ -1,0 +1,220 @@
+//! conn: one client connection — parse each request (CONNECT or
+//! absolute-form) and turn it into a plan: forward it (`forward`), open a
+//! tunnel and serve it (`intercept`), or refuse it.
+//!
+//! Every decision is `policy`'s, reached through `exchange::admit`; every
+//! row is written by `exchange`. Must not classify addresses, match
+//! allow-lists, or relay bytes itself.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tracing::Instrument;
+
+use crate::config::Snapshot;
+use crate::exchange::{self, admit, task_gone, ConnCtx, Exchange};
+use crate::intercept::Tunnel;
+use crate::log::Kind;
+use crate::policy::{self, target::parse_authority, Refusal, Rule, Target};
+use crate::respond::{self, ProxyBody};
+use crate::tunnel::{ClientIo, GuardState, HeadGuard, Io};
+
+static CONN_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Serves HTTP/1.1 on one client connection until it closes.
+pub async fn serve(stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
+    let span = tracing::debug_span!(
+        "conn",
+        conn.id = CONN_IDS.fetch_add(1, Ordering::Relaxed),
+        client = %ctx.client,
+        task = %ctx.task.id
+    );
+    let limits = ctx.shared.snapshot.load().limits.clone();
+    let shutdown = ctx.shared.shutdown.clone();
+    let guard = Arc::new(GuardState::default());
+    let stream = HeadGuard::new(
+        stream,
+        guard.clone(),
+        ctx.task.id.clone(),
+        limits.max_header_bytes,
+    );
+    let svc_ctx = ctx.clone();
+    let svc_guard = guard.clone();
+    let service = service_fn(move |req| {
+        svc_guard.served();
+        let ctx = svc_ctx.clone();
+        async move { Ok::<_, Infallible>(handle(ctx, req).await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192))
+        .keep_alive(true);
+    let conn = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::pin!(conn);
+    let result = async {
+        tokio::select! {
+            r = conn.as_mut() => r,
+            _ = shutdown.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+    if let Err(e) = result {
+        if e.is_parse() || e.is_parse_too_large() {
+            ctx.record_unparsable(guard.refused(), &e);
+        } else {
+            tracing::debug!(client = %ctx.client, error = %e, "client connection ended with an error");
+        }
+    }
+}
+
+async fn handle(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Response<ProxyBody> {
+    let started = Instant::now();
+    let snap = ctx.shared.snapshot.load_full();
+    exchange::strip_sluice_headers(req.headers_mut());
+    if req.method() == Method::CONNECT {
+        connect(ctx, &snap, req, started).await
+    } else {
+        crate::forward::forward(ctx, &snap, req, started).await
+    }
+}
+
+/// CONNECT: plan the tunnel (decide, dial before answering), answer 200,
+/// then hand the client's stream to the tunnel's session.
+async fn connect(
+    ctx: Arc<ConnCtx>,
+    snap: &Snapshot,
+    req: Request<Incoming>,
+    started: Instant,
+) -> Response<ProxyBody> {
+    let raw = req.uri().authority().map(|a| a.as_str().to_string());
+    let mut ex = Exchange {
+        kind: Kind::Connect,
+        method: Method::CONNECT,
+        host: raw.clone().unwrap_or_default(),
+        port: 0,
+        path: None,
+        url: raw.clone().unwrap_or_else(|| req.uri().to_string()),
+        body: true,
+        started,
+        generation: snap.generation,
+    };
+    let target = match connect_target(&req, raw.as_deref()) {
+        Ok(t) => t,
+        Err(r) => return ctx.refuse(&ex, r),
+    };
+    ex.host = target.host.to_string();
+    ex.port = target.port;
+    ex.url = target.to_string();
+    let tunnel = match plan_tunnel(&ctx, snap, &req, target, ex).await {
+        Ok(t) => t,
+        Err((ex, r)) => return ctx.refuse(&ex, r),
+    };
+    let upgrade = hyper::upgrade::on(req);
+    // The tunnel task holds the connection's context, and with it its slot
+    // under the task's connection cap, until the tunnel closes.
+    let ctx2 = ctx.clone();
+    ctx.shared.tracker.spawn(async move {
+        match upgrade.await {
+            Ok(upgraded) => {
+                let client = ClientIo::from_upgraded(upgraded);
+                crate::intercept::tunnel_session(ctx2, client, tunnel).await;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "CONNECT upgrade failed");
+                tunnel.abandon(&ctx2);
+            }
+        }
+    });
+    Response::new(respond::empty())
+}
+
+/// The CONNECT target: an authority, `host:port`, and nothing else.
+fn connect_target(req: &Request<Incoming>, raw: Option<&str>) -> Result<Target, Refusal> {
+    match raw.map(|a| parse_authority(a, None)) {
+        Some(Ok(t)) if req.uri().scheme().is_none() && req.uri().path_and_query().is_none() => {
+            Ok(t)
+        }
+        Some(Err(e)) => Err(Refusal::new(Rule::BadTarget, e.to_string())),
+        _ => Err(Refusal::new(
+            Rule::BadTarget,
+            "CONNECT needs an authority, host:port",
+        )),
+    }
+}
+
+/// Decides on a CONNECT and dials its upstream before it is answered.
+/// Whether the tunnel will be intercepted is decided here, once: an
+/// intercepted tunnel carries nothing itself (each request inside is
+/// decided on its own); any other tunnel is opaque and carries a body.
+async fn plan_tunnel(
+    ctx: &ConnCtx,
+    snap: &Snapshot,
+    req: &Request<Incoming>,
+    target: Target,
+    mut ex: Exchange,
+) -> Result<Tunnel, (Exchange, Refusal)> {
+    let Some(task) = ctx.task_config(snap) else {
+        return Err((ex, task_gone()));
+    };
+    let hh = exchange::host_header(req.headers(), target.port);
+    let tls = ctx.shared.tls.load();
+    let intercept = policy::intercepts(
+        task.intercept == crate::config::Intercept::All,
+        tls.server.is_some(),
+        |h| task.passthrough.contains(h),
+        &target,
+    )
+    .then(|| tls.server.clone())
+    .flatten();
+    let verdict = admit(
+        &ctx.shared,
+        &ctx.task,
+        task,
+        &target,
+        &hh,
+        intercept.is_none(),
+    )
+    .await;
+    let (admission, verdict) = match verdict.split() {
+        Ok(x) => x,
+        Err(r) => return Err((ex, r)),
+    };
+    ex.body = intercept.is_none();
+    let dial_started = Instant::now();
+    let dialled = crate::upstream::dial(
+        &admission.permit,
+        &admission.addrs,
+        snap.limits.connect_timeout,
+    )
+    .await;
+    let (upstream, addr) = match dialled {
+        Ok(x) => x,
+        Err(e) => return Err((ex, e.refusal())),
+    };
+    ctx.task
+        .metrics
+        .upstream_connect_seconds
+        .observe(dial_started.elapsed().as_secs_f64());
+    Ok(Tunnel {
+        target,
+        upstream,
+        addr,
+        ex,
+        verdict,
+        intercept,
+    })
+}

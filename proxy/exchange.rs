@@ -1,0 +1,390 @@
+//! exchange: the layer every request, tunnel and relay goes through,
+//! below `forward` and `intercept` — who is on the other end
+//! ([`ConnCtx`]), the decision pipeline ([`admit`]: name → resolve →
+//! addresses → taint, each step decided by `policy`), the one writer of
+//! access-log rows ([`write_row`]), and adding what responses name to the
+//! taint set.
+//!
+//! Must not parse client connections (that is `conn`), relay bytes (that
+//! is `tunnel`/`forward`), or decide anything itself: every rule is a call
+//! into `policy`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{header, Method, Response};
+
+use crate::config::{Snapshot, TaskConfig};
+use crate::log::{AccessRecord, Kind, TaintedBy};
+use crate::policy::{
+    self, target::parse_authority, Admission, Facts, Host, HostHeader, Refusal, Resolution, Rule,
+    TaintMode, Target, Verdict,
+};
+use crate::respond::{self, ProxyBody};
+use crate::state::{Shared, TaskRuntime};
+use crate::tunnel::{RawLine, RelayBytes};
+
+/// Who is on the other end of a connection.
+pub struct ConnCtx {
+    pub shared: Arc<Shared>,
+    pub task: Arc<TaskRuntime>,
+    /// `ip:port`, `unix` or `vsock:CID`.
+    pub client: Arc<str>,
+    /// The connection's place under `max_connections_per_task`. Every
+    /// tunnel, intercepted session and upgraded relay born of the
+    /// connection holds this context, so the slot is freed only when the
+    /// last of them ends (SPEC §9: caps hold for a connection's whole life).
+    pub slot: ConnSlot,
+}
+
+/// A held connection slot: the cap's permit and the active-connections
+/// gauge, both released when dropped.
+pub struct ConnSlot {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl ConnSlot {
+    pub fn new(
+        permit: tokio::sync::OwnedSemaphorePermit,
+        gauge: prometheus_client::metrics::gauge::Gauge,
+    ) -> ConnSlot {
+        gauge.inc();
+        ConnSlot {
+            _permit: permit,
+            gauge,
+        }
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// What is known of an exchange for its log line and refusal message.
+pub struct Exchange {
+    pub kind: Kind,
+    pub method: Method,
+    pub host: String,
+    pub port: u16,
+    pub path: Option<String>,
+    /// For messages: `http://host:port/path` or `host:port`.
+    pub url: String,
+    pub body: bool,
+    pub started: Instant,
+    pub generation: u64,
+}
+
+/// Writes the one access-log row of an exchange and counts it in the
+/// task's metrics. Every row sluice writes is written here.
+pub fn write_row(
+    shared: &Shared,
+    task: &TaskRuntime,
+    client: &Arc<str>,
+    ex: &Exchange,
+    verdict: &Verdict,
+    status: u16,
+    bytes: (u64, u64),
+) {
+    let refusal = verdict.refusal();
+    let rec = AccessRecord {
+        ts: crate::log::now_rfc3339(),
+        task: task.id.clone(),
+        client: client.clone(),
+        kind: ex.kind,
+        method: ex.method.as_str().to_string(),
+        host: ex.host.clone(),
+        port: ex.port,
+        path: ex.path.clone(),
+        decision: verdict.label().into(),
+        rule: refusal.map(|r| r.rule.as_str().into()),
+        status,
+        body: ex.body,
+        bytes_up: bytes.0,
+        bytes_down: bytes.1,
+        duration_ms: ex.started.elapsed().as_millis() as u64,
+        tainted_by: refusal
+            .and_then(|r| r.tainted_by.as_ref())
+            .map(TaintedBy::from),
+        generation: ex.generation,
+    };
+    shared.log.access(&rec);
+    let m = &task.metrics;
+    m.decision(verdict);
+    m.bytes(bytes.0, bytes.1);
+}
+
+impl ConnCtx {
+    /// Writes the one access-log row of an exchange.
+    pub fn record(&self, ex: &Exchange, verdict: &Verdict, status: u16, bytes: (u64, u64)) {
+        write_row(
+            &self.shared,
+            &self.task,
+            &self.client,
+            ex,
+            verdict,
+            status,
+            bytes,
+        );
+    }
+
+    /// Logs a refusal and builds its response.
+    pub fn refuse(&self, ex: &Exchange, refusal: Refusal) -> Response<ProxyBody> {
+        let status = refusal.rule.status();
+        tracing::info!(
+            task = %self.task.id, client = %self.client, method = %ex.method, url = %ex.url,
+            rule = refusal.rule.as_str(), "refused: {}", refusal.reason
+        );
+        let response = respond::refusal(&self.task.id, ex.method.as_str(), &ex.url, &refusal);
+        self.record(ex, &Verdict::Deny(refusal), status, (0, 0));
+        response
+    }
+
+    /// The task config this connection belongs to, in this snapshot.
+    pub fn task_config<'a>(&self, snap: &'a Snapshot) -> Option<&'a Arc<TaskConfig>> {
+        snap.task(&self.task.id)
+    }
+
+    /// Logs a request the HTTP parser rejected: the raw request line
+    /// sluice answered, or (on a kept-alive connection, where hyper
+    /// answered with a bare 400) what hyper said was wrong.
+    pub fn record_unparsable(&self, raw: Option<RawLine>, e: &hyper::Error) {
+        let raw = raw.unwrap_or_else(|| RawLine {
+            method: "-".into(),
+            target: "-".into(),
+            refusal: Refusal::new(
+                Rule::BadTarget,
+                format!("a later request on a kept-alive connection could not be parsed: {e}"),
+            ),
+        });
+        let ex = Exchange {
+            kind: Kind::Http,
+            method: Method::from_bytes(raw.method.as_bytes())
+                .or_else(|_| Method::from_bytes(b"-"))
+                .unwrap_or(Method::GET),
+            host: raw.target.clone(),
+            port: 0,
+            path: None,
+            url: raw.target.clone(),
+            body: false,
+            started: Instant::now(),
+            generation: self.shared.snapshot.load().generation,
+        };
+        tracing::info!(task = %self.task.id, client = %self.client, target = %raw.target,
+            rule = "bad-target", "refused: {}", raw.refusal.reason);
+        self.record(&ex, &Verdict::Deny(raw.refusal), 400, (0, 0));
+    }
+}
+
+/// The access-log row of a tunnel, relay or streamed response that is
+/// still open. It is written exactly once: when dropped, so every way an
+/// exchange can end — finished, refused half-way, its task cancelled at
+/// shutdown — leaves its row.
+pub struct Row {
+    ctx: Arc<ConnCtx>,
+    pub ex: Exchange,
+    pub verdict: Verdict,
+    pub status: u16,
+    /// Read when the row is written: the exchange's live byte counters.
+    counters: Option<RelayBytes>,
+    /// Or fixed totals (up, down).
+    pub bytes: (u64, u64),
+}
+
+impl Row {
+    pub fn new(ctx: Arc<ConnCtx>, ex: Exchange, verdict: Verdict, status: u16) -> Row {
+        Row {
+            ctx,
+            ex,
+            verdict,
+            status,
+            counters: None,
+            bytes: (0, 0),
+        }
+    }
+
+    /// Logs the totals of these counters when the row is written.
+    pub fn count(&mut self, bytes: &RelayBytes) {
+        self.counters = Some(bytes.clone());
+    }
+
+    /// The exchange was refused after all (a recheck, a first byte).
+    pub fn deny(&mut self, refusal: Refusal) {
+        self.status = refusal.rule.status();
+        self.verdict = Verdict::Deny(refusal);
+    }
+}
+
+impl Drop for Row {
+    fn drop(&mut self) {
+        let bytes = match &self.counters {
+            Some(c) => (
+                c.up.load(std::sync::atomic::Ordering::Relaxed),
+                c.down.load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            None => self.bytes,
+        };
+        self.ctx.record(&self.ex, &self.verdict, self.status, bytes);
+    }
+}
+
+/// The decision pipeline shared by plain HTTP, CONNECT and intercepted
+/// requests: name rules → resolve → classify → taint. Each step is
+/// `policy`'s; this only gathers what they need.
+pub async fn admit(
+    shared: &Shared,
+    runtime: &TaskRuntime,
+    task: &TaskConfig,
+    target: &Target,
+    host_header: &HostHeader,
+    carries_body: bool,
+) -> Verdict<Admission> {
+    let name = policy::decide_name(&task.rules, target, host_header);
+    if let Verdict::Deny(r) = name {
+        return Verdict::Deny(r);
+    }
+    let resolution = match &target.host {
+        Host::Ip(ip) => Resolution::Literal(*ip),
+        Host::Name(name) => shared.resolver.load_full().resolve(name).await,
+    };
+    let taint = match &target.host {
+        Host::Name(n) => runtime.taint.state(n, &task.taint),
+        Host::Ip(ip) => runtime.taint.state(&ip.to_string(), &task.taint),
+    };
+    let facts = Facts {
+        own: &shared.own.load(),
+        taint: &taint,
+        carries_body,
+    };
+    policy::decide_addresses(&task.rules, target, &resolution, facts, name)
+}
+
+/// Parses the Host header(s) against a default port.
+pub fn host_header(headers: &http::HeaderMap, default_port: u16) -> HostHeader {
+    let mut values = headers.get_all(header::HOST).iter();
+    match (values.next(), values.next()) {
+        (None, _) => HostHeader::Absent,
+        (Some(_), Some(_)) => HostHeader::Many,
+        (Some(v), None) => HostHeader::One(match v.to_str() {
+            Ok(s) => parse_authority(s, Some(default_port)),
+            Err(_) => Err(policy::TargetError::BadName(
+                "<non-ASCII Host header>".into(),
+            )),
+        }),
+    }
+}
+
+/// Does the request carry a body (SPEC §4)?
+pub fn carries_body(headers: &http::HeaderMap) -> bool {
+    let content_length = headers
+        .get_all(header::CONTENT_LENGTH)
+        .iter()
+        .any(|v| v.to_str().map(|s| s.trim() != "0").unwrap_or(true));
+    content_length
+        || headers.contains_key(header::TRANSFER_ENCODING)
+        || headers.contains_key(header::UPGRADE)
+}
+
+/// Removes the `Sluice-*` headers a client sent: only sluice says those.
+pub fn strip_sluice_headers(h: &mut http::HeaderMap) {
+    remove_prefixed(h, "sluice-");
+}
+
+/// Removes every header whose (lower-case) name starts with `prefix`.
+pub fn remove_prefixed(h: &mut http::HeaderMap, prefix: &str) {
+    let names: Vec<_> = h
+        .keys()
+        .filter(|k| k.as_str().starts_with(prefix))
+        .cloned()
+        .collect();
+    for n in names {
+        h.remove(n);
+    }
+}
+
+impl ConnCtx {
+    /// Adds hosts named by the response at `source` (served by
+    /// `served_by`) to the task's taint set, as far as policy says they
+    /// count. In enforce mode, opaque tunnels to a newly tainted host close.
+    pub fn taint(&self, task: &TaskConfig, hosts: Vec<String>, source: &Arc<str>, served_by: &str) {
+        use crate::taint::Inserted;
+        let snap = self.shared.snapshot.load();
+        // The taint settings in force now: a long response may outlive a
+        // reload (shadow to enforce, new exemptions or max_hosts).
+        let task = snap.task(&self.task.id).map(|t| &**t).unwrap_or(task);
+        let allowed_somewhere = |n: &str| snap.tasks.iter().any(|t| t.rules.allow.names(n));
+        for h in hosts {
+            if !policy::worth_tainting(&h, served_by, task.taint.self_taint, allowed_somewhere) {
+                continue;
+            }
+            match self
+                .task
+                .taint
+                .insert(&h, source, &task.taint, &self.shared.log)
+            {
+                Inserted::New => {
+                    tracing::info!(task = %self.task.id, host = %h, source = %source, "tainted");
+                    self.task
+                        .metrics
+                        .taint_hosts
+                        .set(self.task.taint.len() as i64);
+                    if task.taint.mode == TaintMode::Enforce {
+                        self.task.tunnels.revoke(&h);
+                    }
+                }
+                Inserted::Overflow { first: true } => {
+                    self.task.metrics.taint_overflow.set(1);
+                    tracing::error!(
+                        task = %self.task.id, max_hosts = task.taint.max_hosts,
+                        "taint-overflow: the taint set is full; from now on every body-carrying request to a non-exempt host is refused"
+                    );
+                    if task.taint.mode == TaintMode::Enforce {
+                        self.task.tunnels.revoke_all();
+                    }
+                }
+                Inserted::Overflow { first: false } | Inserted::Known | Inserted::Exempt => {}
+            }
+        }
+    }
+}
+
+impl ConnCtx {
+    /// Is a connection that is already open to `target` (connected to
+    /// `addr`) still within policy under the config in force now? Called
+    /// by opaque tunnels and upgraded relays right after they register, so
+    /// a reload or taint that landed before registration is not missed.
+    pub fn recheck_open(
+        &self,
+        target: &Target,
+        addr: std::net::SocketAddr,
+        opaque: bool,
+    ) -> Verdict {
+        let snap = self.shared.snapshot.load();
+        let Some(task) = self.task_config(&snap) else {
+            return Verdict::Deny(task_gone());
+        };
+        let taint = if opaque {
+            self.task.taint.state(&target.host.to_string(), &task.taint)
+        } else {
+            policy::TaintState::Clean
+        };
+        policy::decide_open(
+            &task.rules,
+            target,
+            addr,
+            &self.shared.own.load(),
+            &taint,
+            opaque,
+        )
+    }
+}
+
+/// The task was removed from the config while its connection was open.
+pub fn task_gone() -> Refusal {
+    Refusal::new(
+        Rule::NotAllowed,
+        "the task this listener belonged to is no longer in the config",
+    )
+}

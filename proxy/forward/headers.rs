@@ -1,0 +1,108 @@
+//! The headers of a forwarded exchange: what one hop may not pass on,
+//! the request shape each upstream protocol wants, and reading host names
+//! out of response headers for the taint set. Pure functions.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Uri, Version};
+
+use crate::exchange::remove_prefixed;
+use crate::policy::Target;
+use crate::taint::body::BodyScanner;
+use crate::upstream::{Sender, UpBody};
+
+/// Headers that describe one hop, never forwarded.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHORIZATION,
+    header::PROXY_AUTHENTICATE,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// Removes hop-by-hop headers, and those the Connection header names.
+/// Keeps `Connection: upgrade` + `Upgrade` when `upgrade` is set.
+pub(super) fn strip_hop_by_hop(h: &mut HeaderMap, upgrade: bool) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        if !(upgrade && n == header::UPGRADE) {
+            h.remove(n);
+        }
+    }
+    for n in HOP_BY_HOP.iter() {
+        h.remove(n);
+    }
+    remove_prefixed(h, "proxy-");
+    if upgrade {
+        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    } else {
+        h.remove(header::UPGRADE);
+    }
+}
+
+/// HTTP/1.1 upstreams get origin-form and a Host header; HTTP/2 upstreams
+/// an absolute URI (its :authority) and no Host.
+pub(super) fn shape_for(
+    req: &mut Request<UpBody>,
+    sender: &Sender,
+    scheme: &str,
+    path: &str,
+    authority: &str,
+) {
+    if sender.is_h2() {
+        *req.version_mut() = Version::HTTP_2;
+        req.headers_mut().remove(header::HOST);
+        *req.uri_mut() = format!("{scheme}://{authority}{path}")
+            .parse()
+            .unwrap_or_else(|_| Uri::from_static("/"));
+    } else {
+        *req.version_mut() = Version::HTTP_11;
+        *req.uri_mut() = path.parse().unwrap_or_else(|_| Uri::from_static("/"));
+    }
+}
+
+/// The URL of a response, without its query, for provenance.
+pub fn source_url(scheme: &str, target: &Target, path: &str) -> String {
+    let default = if scheme == "https" { 443 } else { 80 };
+    if target.port == default {
+        format!("{scheme}://{}{path}", target.host)
+    } else {
+        format!("{scheme}://{}:{}{path}", target.host, target.port)
+    }
+}
+
+/// The scanner for a response body: its Content-Encoding lines (undone in
+/// reverse order) and charset decide how the bytes are decoded for it.
+pub(super) fn body_scanner(h: &HeaderMap, limit: u64) -> BodyScanner {
+    let encodings: Vec<&[u8]> = h
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    let content_type = h.get(header::CONTENT_TYPE).map(|v| v.as_bytes());
+    BodyScanner::for_response(&encodings, content_type, limit)
+}
+
+/// Host names in a response's headers: every header, not only the
+/// URL-bearing ones (a name in `X-Next: paste.example.com` is read by
+/// whoever reads the headers). Trailers are scanned by the body relay.
+pub(crate) fn scan_headers(h: &HeaderMap) -> Vec<String> {
+    // One scanner for every value (a newline between two ends any name),
+    // not one per header: this runs on every response.
+    let mut scanner = crate::taint::scan::Scanner::new();
+    let mut out = Vec::new();
+    for v in h.values() {
+        scanner.feed(v.as_bytes(), &mut |n| out.push(n));
+        scanner.feed(b"\n", &mut |n| out.push(n));
+    }
+    scanner.finish(&mut |n| out.push(n));
+    out
+}

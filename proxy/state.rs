@@ -1,0 +1,134 @@
+//! state: the live state every connection reads — the config in force
+//! (`ArcSwap<Snapshot>`) and what is built from it (resolver, TLS, own
+//! addresses), each task's runtime (connection cap, upstream pool, taint
+//! set, open tunnels, metrics), the bound listeners and the shutdown
+//! tokens.
+//!
+//! Plain data with lookups: must not decide, serve, or change itself — a
+//! reload (`reload`) builds new values and swaps them in.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, RwLock};
+
+use arc_swap::ArcSwap;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{ListenAddr, Snapshot, TaskConfig};
+use crate::dns::Resolver;
+use crate::log::AccessLog;
+use crate::metrics::{Metrics, TaskMetrics};
+use crate::policy::OwnAddrs;
+use crate::taint::{TaintStore, TunnelRegistry};
+use crate::tls::Tls;
+use crate::upstream::Pool;
+
+/// Per-task state that lives as long as the task (across reloads).
+pub struct TaskRuntime {
+    pub id: Arc<str>,
+    /// Caps concurrent client connections (503 `over-capacity` past it).
+    pub conns: Arc<Semaphore>,
+    /// The cap `conns` was sized for, so a reload can resize it.
+    pub max_conns: AtomicUsize,
+    /// Idle upstream connections, keyed by checked address.
+    pub pool: Arc<Pool>,
+    /// Hosts named by this task's fetched responses.
+    pub taint: Arc<TaintStore>,
+    /// Open tunnels, so a new taint or a reload can close them.
+    pub tunnels: Arc<TunnelRegistry>,
+    /// This task's metric handles (no label work on the hot path).
+    pub metrics: TaskMetrics,
+}
+
+impl TaskRuntime {
+    /// Creates a task's runtime, reloading its taint set from disk.
+    pub fn new(task: &TaskConfig, snapshot: &Snapshot, metrics: &Metrics) -> TaskRuntime {
+        let path = snapshot
+            .state_dir
+            .join("tasks")
+            .join(&task.id)
+            .join("taint.jsonl");
+        let (store, loaded, bad) = TaintStore::load(&task.id, &path, task.taint.max_hosts);
+        if loaded > 0 || bad > 0 {
+            tracing::info!(task = %task.id, hosts = loaded, unreadable_lines = bad, "taint set reloaded");
+        }
+        let task_metrics = TaskMetrics::new(metrics, &task.id);
+        task_metrics.taint_hosts.set(loaded as i64);
+        if store.overflowed() {
+            task_metrics.taint_overflow.set(1);
+            tracing::error!(task = %task.id, max_hosts = task.taint.max_hosts,
+                "taint-overflow: the saved taint set is larger than max_hosts; the task fails closed");
+        }
+        let max = snapshot.limits.max_connections_per_task;
+        TaskRuntime {
+            id: task.id.as_str().into(),
+            conns: Arc::new(Semaphore::new(max)),
+            max_conns: AtomicUsize::new(max),
+            pool: Arc::new(Pool::default()),
+            taint: Arc::new(store),
+            tunnels: Arc::default(),
+            metrics: task_metrics,
+        }
+    }
+}
+
+/// A bound listener, as the reloader sees it.
+pub struct ListenerHandle {
+    /// Cancelling it closes the listening socket (open connections stay).
+    pub stop: CancellationToken,
+    /// What it is bound to, for the admin API (port 0 resolved).
+    pub bound: String,
+    /// The local TCP address, refused to every task.
+    pub local: Option<std::net::SocketAddr>,
+    /// The task its connections belong to; a reload may move it.
+    pub owner: Arc<ArcSwap<String>>,
+}
+
+/// State every connection reads.
+pub struct Shared {
+    pub snapshot: ArcSwap<Snapshot>,
+    pub resolver: ArcSwap<Resolver>,
+    /// TLS both ways: the CA's leaves and the upstream verifier.
+    pub tls: ArcSwap<Tls>,
+    /// sluice's own listening addresses, refused to every task.
+    pub own: ArcSwap<OwnAddrs>,
+    /// The admin API's own address (fixed until restart).
+    pub admin_own: OwnAddrs,
+    /// Task runtimes by id. Read on accept; written only by reloads.
+    pub tasks: RwLock<HashMap<String, Arc<TaskRuntime>>>,
+    /// Bound task listeners; touched only by start-up and reloads.
+    pub listeners: Mutex<HashMap<ListenAddr, ListenerHandle>>,
+    pub log: AccessLog,
+    pub metrics: Metrics,
+    /// The config file (None: the embedded default).
+    pub config_path: Option<PathBuf>,
+    /// Reloads run one at a time.
+    pub reload_lock: tokio::sync::Mutex<()>,
+    /// Fired on SIGTERM/SIGINT: stop accepting, finish what is in flight.
+    pub shutdown: CancellationToken,
+    /// Fired when the drain period is over: close tunnels.
+    pub hard_stop: CancellationToken,
+    pub tracker: TaskTracker,
+}
+
+impl Shared {
+    pub fn task_runtime(&self, id: &str) -> Option<Arc<TaskRuntime>> {
+        self.tasks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    pub fn task_runtimes(&self) -> Vec<Arc<TaskRuntime>> {
+        self.tasks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}

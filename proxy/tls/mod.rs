@@ -1,0 +1,145 @@
+//! tls: the TLS settings every connection shares — the interception CA
+//! and its leaves (client side), and the verified client config for
+//! upstreams (Mozilla roots, the system store, `extra_roots`).
+//!
+//! Builds configuration only: must not open connections (that is
+//! `upstream`) or decide whether a tunnel is intercepted (that is
+//! `policy::intercepts`).
+
+pub mod ca;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+
+use crate::config::{Intercept, Snapshot};
+pub use ca::{Ca, CaError};
+
+/// Why the TLS settings could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("upstream.extra_roots {0}: {1}")]
+    ExtraRoots(PathBuf, String),
+    #[error("cannot set up the interception CA: {0}")]
+    Ca(#[from] CaError),
+    #[error("rustls: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// TLS settings shared by every connection.
+#[derive(Clone)]
+pub struct Tls {
+    /// The `extra_roots` the client config was built with (reload compares).
+    pub extra_roots: Vec<std::path::PathBuf>,
+    pub provider: Arc<rustls::crypto::CryptoProvider>,
+    /// Upstream side: Mozilla roots, the system store and `extra_roots`.
+    pub client: Arc<ClientConfig>,
+    /// Client side, when some task intercepts: leaves minted by the CA.
+    pub server: Option<Arc<ServerConfig>>,
+    pub ca: Option<Arc<Ca>>,
+}
+
+/// Mints (or reuses) the leaf for the SNI the client asked for; the SNI
+/// was checked against the CONNECT host before the handshake.
+#[derive(Debug)]
+struct LeafResolver(Arc<Ca>);
+
+impl rustls::server::ResolvesServerCert for LeafResolver {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let name = hello.server_name()?;
+        match self.0.leaf(&name.to_ascii_lowercase()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot mint a leaf certificate");
+                None
+            }
+        }
+    }
+}
+
+impl Tls {
+    /// Builds the TLS settings; `ca` is the loaded CA when a task
+    /// intercepts.
+    pub fn new(snapshot: &Snapshot, ca: Option<Ca>) -> Result<Tls, TlsError> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let native = rustls_native_certs::load_native_certs();
+        for cert in native.certs {
+            let _ = roots.add(cert);
+        }
+        for path in &snapshot.extra_roots {
+            use rustls::pki_types::pem::PemObject;
+            let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| TlsError::ExtraRoots(path.clone(), e.to_string()))?;
+            if certs.is_empty() {
+                return Err(TlsError::ExtraRoots(
+                    path.clone(),
+                    "no certificate in it".into(),
+                ));
+            }
+            for c in certs {
+                roots
+                    .add(c)
+                    .map_err(|e| TlsError::ExtraRoots(path.clone(), e.to_string()))?;
+            }
+        }
+        let mut client = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+
+        let ca = ca.map(Arc::new);
+        let server = match &ca {
+            Some(ca) => {
+                let mut server = ServerConfig::builder_with_provider(provider.clone())
+                    .with_safe_default_protocol_versions()?
+                    .with_no_client_auth()
+                    .with_cert_resolver(Arc::new(LeafResolver(ca.clone())));
+                server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                Some(Arc::new(server))
+            }
+            None => None,
+        };
+        Ok(Tls {
+            extra_roots: snapshot.extra_roots.clone(),
+            provider,
+            client: Arc::new(client),
+            server,
+            ca,
+        })
+    }
+}
+
+/// Loads (or on first use creates) the CA when a task intercepts, and
+/// builds the TLS settings. `current` is reused when nothing changed.
+pub fn for_snapshot(snapshot: &Snapshot, current: Option<&Tls>) -> Result<Tls, TlsError> {
+    let intercepting = snapshot.tasks.iter().any(|t| t.intercept == Intercept::All);
+    if let Some(cur) = current {
+        if cur.extra_roots == snapshot.extra_roots && (cur.ca.is_some() || !intercepting) {
+            return Ok(cur.clone());
+        }
+    }
+    let loaded = if intercepting {
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let (ca, created) = Ca::load_or_create(&snapshot.state_dir, &provider)?;
+        if created {
+            let pem = ca::cert_path(&snapshot.state_dir);
+            tracing::info!(
+                ca = %pem.display(),
+                "created the interception CA. Trust it inside the task: curl --cacert {p}; SSL_CERT_FILE={p}; NODE_EXTRA_CA_CERTS={p}; PIP_CERT={p}; git -c http.sslCAInfo={p}",
+                p = pem.display()
+            );
+        }
+        Some(ca)
+    } else {
+        None
+    };
+    Tls::new(snapshot, loaded)
+}
