@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{self, Intercept, Snapshot};
+use crate::config::{self, Intercept, Snapshot, TaskConfig};
 use crate::policy::{AllowMode, TaintMode};
 
 #[derive(Debug, Parser)]
@@ -267,92 +267,117 @@ pub fn check_report(s: &Snapshot) -> String {
         "PRIVATE",
     ];
     let mut rows: Vec<[String; 7]> = vec![header.map(String::from)];
-    for t in &s.tasks {
-        // Group ports per host: "github.com:80,443".
-        let mut by_host: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for entry in t.rules.allow.sorted() {
-            if let Some((h, p)) = entry.rsplit_once(':') {
-                by_host
-                    .entry(h.to_string())
-                    .or_default()
-                    .push(p.to_string());
-            }
-        }
-        let allow = if by_host.is_empty() {
-            "(nothing)".to_string()
-        } else {
+    rows.extend(s.tasks.iter().map(|t| check_row(t)));
+    out.push_str(&render_table(&rows));
+    out
+}
+
+/// One task's row of the `sluice check` table.
+fn check_row(t: &TaskConfig) -> [String; 7] {
+    let allow_mode = match t.rules.allow_mode {
+        AllowMode::Enforce => "enforce".to_string(),
+        AllowMode::Shadow => "!shadow".to_string(),
+    };
+    let listen = t
+        .listen
+        .iter()
+        .map(|l| l.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    [
+        t.id.clone(),
+        listen,
+        allow_column(t),
+        allow_mode,
+        taint_column(t),
+        intercept_column(t),
+        private_column(t),
+    ]
+}
+
+/// The ALLOW column: ports grouped per host, "github.com:80,443".
+fn allow_column(t: &TaskConfig) -> String {
+    let mut by_host: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for entry in t.rules.allow.sorted() {
+        if let Some((h, p)) = entry.rsplit_once(':') {
             by_host
-                .iter()
-                .map(|(h, ports)| {
-                    let mut ports = ports.clone();
-                    ports.sort_by_key(|p| p.parse::<u32>().unwrap_or(0));
-                    format!("{h}:{}", ports.join(","))
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let allow_mode = match t.rules.allow_mode {
-            AllowMode::Enforce => "enforce".to_string(),
-            AllowMode::Shadow => "!shadow".to_string(),
-        };
-        let mut taint = match t.taint.mode {
-            TaintMode::Enforce => "enforce".to_string(),
-            TaintMode::Shadow => "!shadow".to_string(),
-            TaintMode::Off => "!off".to_string(),
-        };
-        if !t.taint.exempt.is_empty() {
-            let mut ex: Vec<_> = t.taint.exempt.iter().cloned().collect();
-            ex.sort();
-            taint.push_str(&format!(" !exempt={}", ex.join(",")));
+                .entry(h.to_string())
+                .or_default()
+                .push(p.to_string());
         }
-        if t.taint.max_hosts > 100_000 {
-            taint.push_str(&format!(" !max_hosts={}", t.taint.max_hosts));
-        }
-        let mut intercept = match t.intercept {
-            Intercept::All => "all".to_string(),
-            Intercept::None => "!none".to_string(),
-        };
-        if !t.passthrough.is_empty() {
-            let mut p: Vec<_> = t.passthrough.iter().cloned().collect();
-            p.sort();
-            intercept.push_str(&format!(" !passthrough={}", p.join(",")));
-        }
-        let private = if t.rules.allow_private.is_empty() {
-            "-".to_string()
-        } else {
-            format!(
-                "!{}",
-                t.rules
-                    .allow_private
-                    .iter()
-                    .map(|n| n.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            )
-        };
-        let listen = t
-            .listen
-            .iter()
-            .map(|l| l.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        rows.push([
-            t.id.clone(),
-            listen,
-            allow,
-            allow_mode,
-            taint,
-            intercept,
-            private,
-        ]);
     }
+    if by_host.is_empty() {
+        return "(nothing)".to_string();
+    }
+    by_host
+        .iter()
+        .map(|(h, ports)| {
+            let mut ports = ports.clone();
+            ports.sort_by_key(|p| p.parse::<u32>().unwrap_or(0));
+            format!("{h}:{}", ports.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The TAINT column: the mode, then exemptions and a raised `max_hosts`.
+fn taint_column(t: &TaskConfig) -> String {
+    let mut taint = match t.taint.mode {
+        TaintMode::Enforce => "enforce".to_string(),
+        TaintMode::Shadow => "!shadow".to_string(),
+        TaintMode::Off => "!off".to_string(),
+    };
+    if !t.taint.exempt.is_empty() {
+        let mut ex: Vec<_> = t.taint.exempt.iter().cloned().collect();
+        ex.sort();
+        taint.push_str(&format!(" !exempt={}", ex.join(",")));
+    }
+    if t.taint.max_hosts > 100_000 {
+        taint.push_str(&format!(" !max_hosts={}", t.taint.max_hosts));
+    }
+    taint
+}
+
+/// The INTERCEPT column: the setting, then the passthrough hosts.
+fn intercept_column(t: &TaskConfig) -> String {
+    let mut intercept = match t.intercept {
+        Intercept::All => "all".to_string(),
+        Intercept::None => "!none".to_string(),
+    };
+    if !t.passthrough.is_empty() {
+        let mut p: Vec<_> = t.passthrough.iter().cloned().collect();
+        p.sort();
+        intercept.push_str(&format!(" !passthrough={}", p.join(",")));
+    }
+    intercept
+}
+
+/// The PRIVATE column: the private ranges allowed, or "-".
+fn private_column(t: &TaskConfig) -> String {
+    if t.rules.allow_private.is_empty() {
+        return "-".to_string();
+    }
+    format!(
+        "!{}",
+        t.rules
+            .allow_private
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+}
+
+/// Rows as left-aligned columns two spaces apart, one line each.
+fn render_table(rows: &[[String; 7]]) -> String {
     let mut widths = [0usize; 7];
-    for r in &rows {
+    for r in rows {
         for (i, c) in r.iter().enumerate() {
             widths[i] = widths[i].max(c.chars().count());
         }
     }
-    for r in &rows {
+    let mut out = String::new();
+    for r in rows {
         let mut line = String::new();
         for (i, c) in r.iter().enumerate() {
             if i + 1 == r.len() {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::policy::Host;
 
 fn check(text: &str) -> Result<Snapshot, Vec<Problem>> {
     validate(text, Source::File("t.toml".into()), Path::new("/cfg"), 1).map_err(|e| match e {

@@ -13,6 +13,7 @@
 //! may so be scanned once; nothing else of its headers is.
 
 use super::codec::{Layer, LayerError};
+use super::member::{Member, Step};
 use super::tar::Tar;
 use super::zip::Zip;
 use super::{Charset, Flow, Sink, Skipped, Stop, MAX_ARCHIVE_DEPTH};
@@ -25,8 +26,8 @@ pub(super) enum Content {
     Sniff(Sniff),
     Text(Text),
     Gzip(Box<GzipArchive>),
-    Tar(Box<Tar>),
-    Zip(Box<Zip>),
+    Tar(Box<Tar<Content>>),
+    Zip(Box<Zip<Content>>),
 }
 
 /// The first bytes of a stream, until they tell an archive from text.
@@ -47,24 +48,6 @@ pub(super) struct Text {
 pub(super) struct GzipArchive {
     layer: Layer,
     inner: Content,
-}
-
-/// Why an archive reader gave up on its input.
-pub(super) enum Step {
-    Stop,
-    /// The rest (`held`, then the input from `from`) is scanned raw, and
-    /// `why`, if any, is noted.
-    Raw {
-        why: Option<Skipped>,
-        held: Vec<u8>,
-        from: usize,
-    },
-}
-
-impl From<Stop> for Step {
-    fn from(_: Stop) -> Step {
-        Step::Stop
-    }
 }
 
 /// What the first bytes say.
@@ -161,6 +144,21 @@ impl Content {
             Content::Tar(t) => t.finish(sink),
             Content::Zip(z) => z.finish(sink),
         }
+    }
+}
+
+/// The stream of a tar or zip member is a [`Content`] of its own.
+impl Member for Content {
+    fn member(sink: &mut Sink, depth: u8) -> Content {
+        Content::member(sink, depth)
+    }
+
+    fn push(&mut self, input: &[u8], sink: &mut Sink) -> Flow {
+        Content::push(self, input, sink)
+    }
+
+    fn finish(&mut self, sink: &mut Sink) -> Flow {
+        Content::finish(self, sink)
     }
 }
 

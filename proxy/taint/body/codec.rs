@@ -9,6 +9,7 @@
 //! scanned whole, and text appended to a cut-off stream is found when it
 //! is within `TAIL` bytes of where decoding failed or the body ended.
 
+use super::coding::{Coding, Fail};
 use super::flate::{Deflate, Gzip};
 use super::windowed::{Brotli, Zstd};
 use super::{Flow, Skipped, Stop};
@@ -16,78 +17,6 @@ use super::{Flow, Skipped, Stop};
 /// Input a layer keeps at least (and at most twice that), to rescan raw if
 /// it fails.
 pub(super) const TAIL: usize = 16 * 1024;
-
-/// Output buffer of one decoding step (on the stack: an idle response
-/// holds none).
-pub(super) const OUT_BUF: usize = 8 * 1024;
-
-/// The codings sluice undoes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Coding {
-    Gzip,
-    Deflate,
-    Brotli,
-    Zstd,
-}
-
-impl Coding {
-    pub(super) fn parse(name: &[u8]) -> Option<Coding> {
-        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-        if is("gzip") || is("x-gzip") {
-            Some(Coding::Gzip)
-        } else if is("deflate") {
-            Some(Coding::Deflate)
-        } else if is("br") {
-            Some(Coding::Brotli)
-        } else if is("zstd") {
-            Some(Coding::Zstd)
-        } else {
-            None
-        }
-    }
-
-    /// Whether its decoder holds a large window (from the shared budget).
-    pub(super) fn windowed(self) -> bool {
-        matches!(self, Coding::Brotli | Coding::Zstd)
-    }
-
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Coding::Gzip => "gzip",
-            Coding::Deflate => "deflate",
-            Coding::Brotli => "br",
-            Coding::Zstd => "zstd",
-        }
-    }
-}
-
-/// Why a decoding step did not complete.
-pub(super) enum Fail {
-    Stop,
-    /// The data is not (or no longer) this coding. `at`: the offset in the
-    /// current input from which the rest is raw, when everything before it
-    /// decoded; `None` when the layer's kept tail and the whole input are.
-    Bad {
-        why: Skipped,
-        at: Option<usize>,
-    },
-}
-
-impl From<Stop> for Fail {
-    fn from(_: Stop) -> Fail {
-        Fail::Stop
-    }
-}
-
-pub(super) fn bad(coding: Coding, reason: impl Into<String>) -> Fail {
-    Fail::Bad {
-        why: Skipped::Undecodable {
-            coding: coding.name(),
-            reason: reason.into(),
-        },
-        at: None,
-    }
-}
 
 /// Why a layer did not take its input.
 pub(super) enum LayerError {
@@ -262,27 +191,5 @@ impl Codec {
             Codec::Brotli(_) => Coding::Brotli,
             Codec::Zstd(_) => Coding::Zstd,
         }
-    }
-}
-
-/// Bytes after the end of a stream that has no next member.
-pub(super) fn trailing(coding: Coding, at: usize) -> Fail {
-    Fail::Bad {
-        why: Skipped::Undecodable {
-            coding: coding.name(),
-            reason: "bytes follow the end of its stream".into(),
-        },
-        at: Some(at),
-    }
-}
-
-/// A window beyond the layer's budget.
-pub(super) fn too_large(coding: Coding, window_log: u32) -> Fail {
-    Fail::Bad {
-        why: Skipped::WindowTooLarge {
-            coding: coding.name(),
-            allowed: 1 << window_log,
-        },
-        at: None,
     }
 }

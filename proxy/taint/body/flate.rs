@@ -7,7 +7,7 @@
 
 use flate2::{Decompress, FlushDecompress, Status};
 
-use super::codec::{bad, trailing, Coding, Fail, OUT_BUF};
+use super::coding::{bad, trailing, Coding, Fail, OUT_BUF};
 use super::{Flow, Skipped, Stop};
 
 /// Inflates as much of `input` as it can into `out`. Returns the bytes

@@ -4,8 +4,11 @@
 //!
 //! Owns: the decoding pipeline of one body ([`BodyScanner`]):
 //! Content-Encoding layers (`codec`, with the decoders in `flate` and
-//! `windowed`), the sniffing of decoded content for archive magic and the
-//! archive readers (`archive`, `tar`, `zip`), and the bounds on all of it.
+//! `windowed`, and what they share in `coding`), the sniffing of decoded
+//! content for archive magic and the archive readers (`archive`, `tar`,
+//! `zip`, and what they share in `member`), and the bounds on all of it.
+//! Imports go one way: `codec` → `flate`, `windowed` → `coding`, and
+//! `archive` → `tar`, `zip` → `member`.
 //! Must not: do I/O, decide anything, buffer a body or an archive entry,
 //! stop scanning before the body or `max_scan_bytes` ends, or hand the
 //! scanner compressed bytes it can decode instead.
@@ -41,7 +44,9 @@
 
 mod archive;
 mod codec;
+mod coding;
 mod flate;
+mod member;
 mod tar;
 mod windowed;
 mod zip;
@@ -53,7 +58,8 @@ mod tests;
 
 use super::scan::Scanner;
 use archive::Content;
-use codec::{Broke, Coding, Layer, LayerError};
+use codec::{Broke, Layer, LayerError};
+use coding::Coding;
 
 /// Content-Encoding layers undone at most (curl stops at five too).
 pub const MAX_CODINGS: usize = 5;

@@ -14,13 +14,13 @@
 //!
 //! Must not: buffer more than one header block.
 
-use super::archive::{Content, Step};
+use super::member::{Member, Step};
 use super::{Flow, Sink, Skipped};
 
 const BLOCK: usize = 512;
 
-/// A tar being read.
-pub(super) struct Tar {
+/// A tar being read; each scanned member's data goes into an `M`.
+pub(super) struct Tar<M> {
     /// Archives around the tar; its members are one deeper.
     depth: u8,
     block: [u8; BLOCK],
@@ -30,7 +30,7 @@ pub(super) struct Tar {
     /// Padding left after it (to the next block).
     pad: u64,
     /// The member's stream, when its data is scanned.
-    member: Option<Content>,
+    member: Option<M>,
 }
 
 /// What a header block says.
@@ -41,8 +41,8 @@ enum Header {
     Entry { size: u64, scanned: bool },
 }
 
-impl Tar {
-    pub(super) fn new(depth: u8) -> Tar {
+impl<M: Member> Tar<M> {
+    pub(super) fn new(depth: u8) -> Tar<M> {
         Tar {
             depth,
             block: [0; BLOCK],
@@ -105,7 +105,7 @@ impl Tar {
                 self.data = size;
                 self.pad = (BLOCK as u64 - size % BLOCK as u64) % BLOCK as u64;
                 if scanned {
-                    self.member = Some(Content::member(sink, self.depth + 1));
+                    self.member = Some(M::member(sink, self.depth + 1));
                 }
                 if size == 0 {
                     self.finish(sink)?;

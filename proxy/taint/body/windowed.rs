@@ -9,7 +9,7 @@ use std::io;
 use brotli_decompressor::{BrotliDecompressStream, BrotliResult, BrotliState, StandardAlloc};
 use zstd::stream::raw::{DParameter, InBuffer, Operation, OutBuffer};
 
-use super::codec::{bad, too_large, trailing, Coding, Fail, OUT_BUF};
+use super::coding::{bad, too_large, trailing, Coding, Fail, OUT_BUF};
 use super::{Flow, Skipped};
 
 /// brotli (RFC 7932), without the large-window extension; a stream whose

@@ -17,8 +17,8 @@
 
 use flate2::Decompress;
 
-use super::archive::{Content, Step};
 use super::flate::{inflate, InflateError};
+use super::member::{Member, Step};
 use super::{Flow, Sink, Skipped, Stop};
 
 const LOCAL: [u8; 4] = *b"PK\x03\x04";
@@ -69,8 +69,8 @@ struct Entry {
     consumed: u64,
 }
 
-/// A zip being read.
-pub(super) struct Zip {
+/// A zip being read; each entry's data goes into an `M`.
+pub(super) struct Zip<M> {
     /// Archives around the zip; its entries are one deeper.
     depth: u8,
     state: State,
@@ -78,7 +78,7 @@ pub(super) struct Zip {
     buf: Vec<u8>,
     entry: Entry,
     /// The entry's stream.
-    content: Option<Content>,
+    content: Option<M>,
     inflate: Option<Decompress>,
     /// Inflated bytes, bounded by `limit`.
     produced: u64,
@@ -110,8 +110,8 @@ fn unreadable(reason: impl Into<String>, held: Vec<u8>, from: usize) -> Step {
     }
 }
 
-impl Zip {
-    pub(super) fn new(depth: u8, limit: u64) -> Zip {
+impl<M: Member> Zip<M> {
+    pub(super) fn new(depth: u8, limit: u64) -> Zip<M> {
         Zip {
             depth,
             state: State::Sig,
@@ -280,7 +280,7 @@ impl Zip {
     fn start_entry(&mut self, sink: &mut Sink) {
         self.read_zip64();
         self.buf = Vec::new();
-        self.content = Some(Content::member(sink, self.depth + 1));
+        self.content = Some(M::member(sink, self.depth + 1));
         self.state = if self.entry.method == 0 {
             State::Stored {
                 left: self.entry.csize,

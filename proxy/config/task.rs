@@ -1,0 +1,272 @@
+//! task: the checks of one `[[task]]` (SPEC §3): its id, listeners, allow
+//! list and modes, private ranges, interception and taint settings, into a
+//! [`TaskConfig`].
+//!
+//! Must not: check anything across tasks other than through the `ids` and
+//! `listeners` it is handed (the validator owns those), read files, or
+//! stop at a task's first problem: each is reported, in the order of the
+//! task's keys.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+use std::path::Path;
+
+use ipnet::IpNet;
+
+use crate::policy::target::parse_authority;
+use crate::policy::{AllowList, AllowMode, Host, TaintMode, TaskRules};
+
+use super::raw::{RawTaint, RawTask, S};
+use super::validator::Validator;
+use super::{Intercept, ListenAddr, SelfTaint, TaintSettings, TaskConfig};
+
+/// The key of a problem in task `id`: `task[ID].KEY`.
+fn key(id: &str, k: &str) -> String {
+    format!("task[{id}].{k}")
+}
+
+impl Validator<'_> {
+    /// One task, or `None` when it has a problem. `ids` and `listeners`
+    /// are those of the tasks before it (and the admin API).
+    pub(super) fn task(
+        &mut self,
+        t: &S<RawTask>,
+        base: &Path,
+        ids: &mut HashSet<String>,
+        listeners: &mut HashSet<ListenAddr>,
+    ) -> Option<TaskConfig> {
+        let start = self.problems.len();
+        let raw = t.get_ref();
+        let id = raw.id.get_ref().clone();
+        self.task_id(&raw.id, ids);
+        let listen = self.task_listen(raw, &id, base, listeners);
+        let allow = self.task_allow(&raw.allow, &id);
+        let allow_mode = self.allow_mode(raw.allow_mode.as_ref(), &id);
+        let allow_private = self.allow_private(&raw.allow_private, &id);
+        let intercept = self.intercept(raw.intercept.as_ref(), &id);
+        let passthrough = self.host_list(&raw.passthrough, &key(&id, "passthrough"));
+        let taint = self.taint(raw.taint.as_ref(), &id);
+        if self.problems.len() > start {
+            return None;
+        }
+        Some(TaskConfig {
+            id,
+            listen,
+            rules: TaskRules {
+                allow,
+                allow_mode,
+                allow_private,
+                taint_mode: taint.mode,
+            },
+            intercept,
+            passthrough,
+            taint,
+        })
+    }
+
+    /// `id`: a folder name, unique among tasks.
+    fn task_id(&mut self, raw_id: &S<String>, ids: &mut HashSet<String>) {
+        let id = raw_id.get_ref();
+        if id.is_empty()
+            || id.len() > 64
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+            || id.starts_with('.')
+        {
+            self.problem(
+                raw_id,
+                "task.id",
+                format!("{id:?} must be 1–64 letters, digits, '-', '_' or '.' (it names a folder)"),
+            );
+        } else if !ids.insert(id.clone()) {
+            self.problem(
+                raw_id,
+                "task.id",
+                format!("task id {id:?} is defined twice"),
+            );
+        }
+    }
+
+    /// `listen`: at least one address, none shared with another task or
+    /// the admin API.
+    fn task_listen(
+        &mut self,
+        raw: &RawTask,
+        id: &str,
+        base: &Path,
+        listeners: &mut HashSet<ListenAddr>,
+    ) -> Vec<ListenAddr> {
+        let mut listen = Vec::new();
+        for l in &raw.listen {
+            match ListenAddr::parse(l.get_ref(), base) {
+                Ok(a) => {
+                    if !listeners.insert(a.clone()) {
+                        self.problem(
+                            l,
+                            key(id, "listen"),
+                            format!("{a} is already used by another task or the admin API; a listener belongs to one task"),
+                        );
+                    } else {
+                        listen.push(a);
+                    }
+                }
+                Err(e) => self.problem(l, key(id, "listen"), e),
+            }
+        }
+        if raw.listen.is_empty() {
+            self.problem(
+                &raw.id,
+                key(id, "listen"),
+                "a task needs at least one listener",
+            );
+        }
+        listen
+    }
+
+    /// `allow`: host or IP with an optional port (80 and 443 without one),
+    /// each listed once, IPs in their canonical spelling.
+    fn task_allow(&mut self, items: &[S<String>], id: &str) -> AllowList {
+        let mut allow = AllowList::default();
+        for a in items {
+            match parse_authority(a.get_ref(), Some(0)) {
+                Ok(target) => {
+                    if let Host::Ip(ip) = target.host {
+                        if !target.canonical_ip {
+                            self.problem(
+                                a,
+                                key(id, "allow"),
+                                format!("write the IP address in its canonical spelling: {ip}"),
+                            );
+                        }
+                    }
+                    let ports: &[u16] = if target.port == 0 {
+                        &[80, 443]
+                    } else {
+                        &[target.port]
+                    };
+                    for p in ports {
+                        if !allow.insert(target.host.clone(), *p) {
+                            self.problem(
+                                a,
+                                key(id, "allow"),
+                                format!("{}:{p} is listed twice", target.host),
+                            );
+                        }
+                    }
+                }
+                Err(e) => self.problem(a, key(id, "allow"), format!("{:?}: {e}", a.get_ref())),
+            }
+        }
+        allow
+    }
+
+    /// `allow_mode`: `"enforce"` (default) or `"shadow"`.
+    fn allow_mode(&mut self, mode: Option<&S<String>>, id: &str) -> AllowMode {
+        match mode.map(|m| (m, m.get_ref().as_str())) {
+            None | Some((_, "enforce")) => AllowMode::Enforce,
+            Some((_, "shadow")) => AllowMode::Shadow,
+            Some((m, other)) => {
+                self.problem(
+                    m,
+                    key(id, "allow_mode"),
+                    format!("{other:?} is not \"enforce\" or \"shadow\""),
+                );
+                AllowMode::Enforce
+            }
+        }
+    }
+
+    /// `allow_private`: CIDRs (or single IPs) without host bits.
+    fn allow_private(&mut self, items: &[S<String>], id: &str) -> Vec<IpNet> {
+        let mut allow_private = Vec::new();
+        for c in items {
+            let s = c.get_ref();
+            let parsed = s
+                .parse::<IpNet>()
+                .or_else(|_| s.parse::<IpAddr>().map(IpNet::from));
+            match parsed {
+                Ok(net) if net.trunc() == net => allow_private.push(net),
+                Ok(net) => self.problem(
+                    c,
+                    key(id, "allow_private"),
+                    format!("{s:?} has host bits set; did you mean {}?", net.trunc()),
+                ),
+                Err(_) => self.problem(c, key(id, "allow_private"), format!("{s:?} is not a CIDR")),
+            }
+        }
+        allow_private
+    }
+
+    /// `intercept`: `"all"` (default) or `"none"`.
+    fn intercept(&mut self, mode: Option<&S<String>>, id: &str) -> Intercept {
+        match mode.map(|m| (m, m.get_ref().as_str())) {
+            None | Some((_, "all")) => Intercept::All,
+            Some((_, "none")) => Intercept::None,
+            Some((m, other)) => {
+                self.problem(
+                    m,
+                    key(id, "intercept"),
+                    format!("{other:?} is not \"all\" or \"none\""),
+                );
+                Intercept::All
+            }
+        }
+    }
+
+    /// `[task.taint]`, each key defaulting on its own.
+    fn taint(&mut self, raw: Option<&RawTaint>, id: &str) -> TaintSettings {
+        let mut taint = TaintSettings {
+            mode: TaintMode::Enforce,
+            exempt: HashSet::new(),
+            max_hosts: 100_000,
+            max_scan_bytes: 64 * 1024 * 1024,
+            self_taint: SelfTaint::Exclude,
+        };
+        let Some(rt) = raw else { return taint };
+        taint.mode = self.taint_mode(rt.mode.as_ref(), id);
+        taint.exempt = self.host_list(&rt.exempt, &key(id, "taint.exempt"));
+        taint.max_hosts =
+            self.positive(&rt.max_hosts, &key(id, "taint.max_hosts"), 100_000) as usize;
+        taint.max_scan_bytes = self.positive(
+            &rt.max_scan_bytes,
+            &key(id, "taint.max_scan_bytes"),
+            taint.max_scan_bytes,
+        );
+        taint.self_taint = self.self_taint(rt.self_.as_ref(), id);
+        taint
+    }
+
+    /// `taint.mode`: `"enforce"` (default), `"shadow"` or `"off"`.
+    fn taint_mode(&mut self, mode: Option<&S<String>>, id: &str) -> TaintMode {
+        match mode.map(|m| (m, m.get_ref().as_str())) {
+            None | Some((_, "enforce")) => TaintMode::Enforce,
+            Some((_, "shadow")) => TaintMode::Shadow,
+            Some((_, "off")) => TaintMode::Off,
+            Some((m, other)) => {
+                self.problem(
+                    m,
+                    key(id, "taint.mode"),
+                    format!("{other:?} is not \"enforce\", \"shadow\" or \"off\""),
+                );
+                TaintMode::Enforce
+            }
+        }
+    }
+
+    /// `taint.self`: `"exclude"` (default) or `"taint"`.
+    fn self_taint(&mut self, mode: Option<&S<String>>, id: &str) -> SelfTaint {
+        match mode.map(|m| (m, m.get_ref().as_str())) {
+            None | Some((_, "exclude")) => SelfTaint::Exclude,
+            Some((_, "taint")) => SelfTaint::Taint,
+            Some((m, other)) => {
+                self.problem(
+                    m,
+                    key(id, "taint.self"),
+                    format!("{other:?} is not \"exclude\" or \"taint\""),
+                );
+                SelfTaint::Exclude
+            }
+        }
+    }
+}
