@@ -92,10 +92,15 @@ pub(super) struct Scan {
 pub(super) struct RelayBody {
     pub(super) inner: Incoming,
     pub(super) bytes_down: u64,
+    /// Bytes scanned since this body last gave its task's turn back.
+    pub(super) since_yield: usize,
     pub(super) scan: Option<Scan>,
     pub(super) finish: Option<Finish>,
     pub(super) stall: Stall,
 }
+
+/// Bytes a response body scans before it yields its task's turn.
+const YIELD_AFTER_SCANNING: usize = 256 * 1024;
 
 /// Cuts a response body that stalls: no frame for `limit` ends it with
 /// an error (SPEC §9: a stalled body must not hold a scanner, a decoder
@@ -205,12 +210,22 @@ impl Body for RelayBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        // Scanning is CPU work inside a poll: hyper keeps polling a body
+        // while the client socket takes bytes, so one download could scan
+        // megabytes per turn and starve every other connection on the
+        // worker (accepts included). Give the turn back every so often.
+        if self.scan.is_some() && self.since_yield >= YIELD_AFTER_SCANNING {
+            self.since_yield = 0;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         let r = Pin::new(&mut self.inner).poll_frame(cx);
         match &r {
             Poll::Ready(Some(Ok(f))) => {
                 self.stall.progressed();
                 if let Some(d) = f.data_ref() {
                     self.bytes_down += d.len() as u64;
+                    self.since_yield += d.len();
                     // Before the bytes reach the client: a name is tainted
                     // before a request sent after reading it can arrive.
                     self.scan_chunk(d);

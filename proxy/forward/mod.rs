@@ -307,6 +307,7 @@ fn respond_with(
     let relay = RelayBody {
         inner: rbody,
         bytes_down: 0,
+        since_yield: 0,
         stall: body::Stall::new(snap.limits.first_byte_timeout),
         scan,
         finish: Some(Finish {
