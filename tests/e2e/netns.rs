@@ -5,9 +5,9 @@
 //! (TCP listener, and unix socket via `sluice forward`) and a not-allowed
 //! host is refused.
 //!
-//! Needs root and `ip netns` (CI runs as root); elsewhere it says it is
-//! skipped. The namespace, veth pair and resolv.conf are removed even when
-//! the test fails.
+//! Needs root and `ip netns` (CI runs as root); elsewhere it fails saying
+//! so, rather than passing untested. The namespace, veth pair and
+//! resolv.conf are removed even when the test fails.
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;

@@ -27,6 +27,8 @@ fn editing_the_file_reloads_and_an_invalid_edit_changes_nothing() {
         get(&s, &other) == 200
     });
     assert!(started.elapsed() < Duration::from_secs(2));
+    // Nothing but the edit was sent: the file watcher did it.
+    s.wait_reloads_by("file change", 1);
     let row = last_row_for(&s, "t", "other.example.com");
     assert_eq!(row["generation"], 2);
 
@@ -86,6 +88,10 @@ fn rename_over_and_symlink_swap_are_picked_up() {
     assert_eq!(get(&s, &other), 403);
 }
 
+/// The file watcher reloads on the same edit, so the listeners opening and
+/// closing would be seen without SIGHUP: what proves the signal is
+/// sluice's own `config reloaded: ... trigger="SIGHUP"` line, one per
+/// signal.
 #[test]
 fn sighup_reloads_and_added_or_removed_tasks_open_and_close_listeners() {
     let dns = FakeDns::start();
@@ -101,8 +107,11 @@ fn sighup_reloads_and_added_or_removed_tasks_open_and_close_listeners() {
     let with_task = format!(
         "{base}\n[[task]]\nid = \"second\"\nlisten = [\"tcp:127.0.0.1:0\"]\nallow = [\"other.example.com:{p}\"]\nallow_private = [\"127.0.0.0/8\"]\n"
     );
+    assert_eq!(s.reloads_by("SIGHUP"), 0);
     s.write_config(&with_task);
     s.signal("HUP");
+    let reloaded = s.wait_reloads_by("SIGHUP", 1);
+    assert!(reloaded[0].contains("generation "), "{reloaded:?}");
     let line = s
         .wait_line(|l| l.contains("listening") && l.contains("listen=tcp:") && !l.contains(&first));
     let second = line[line.find("listen=tcp:").unwrap() + 11..]
@@ -127,6 +136,7 @@ fn sighup_reloads_and_added_or_removed_tasks_open_and_close_listeners() {
     // Remove it again: its listener refuses connections.
     s.write_config(&base);
     s.signal("HUP");
+    s.wait_reloads_by("SIGHUP", 2);
     eventually(
         "the removed task's listener closes",
         Duration::from_secs(3),

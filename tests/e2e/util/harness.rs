@@ -86,6 +86,24 @@ impl Sluice {
         }
     }
 
+    /// Successful reloads whose `trigger` field (SIGHUP, file change,
+    /// admin API) is `trigger`, logged so far.
+    pub fn reloads_by(&self, trigger: &str) -> usize {
+        self.stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| is_reload_by(l, trigger))
+            .count()
+    }
+
+    /// Waits (bounded) until sluice has logged `n` successful reloads
+    /// triggered by `trigger`; returns their lines.
+    #[track_caller]
+    pub fn wait_reloads_by(&self, trigger: &str, n: usize) -> Vec<String> {
+        self.wait_lines(n, |l| is_reload_by(l, trigger))
+    }
+
     /// An admin API request with curl: (status, body).
     pub fn admin_call(&self, method: &str, path: &str) -> (u16, String) {
         let url = format!("http://{}{path}", self.admin());
@@ -212,6 +230,12 @@ impl Drop for Sluice {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether `line` is sluice's log of a successful reload triggered by
+/// `trigger` (`config reloaded: ... trigger="SIGHUP"`).
+fn is_reload_by(line: &str, trigger: &str) -> bool {
+    line.contains("config reloaded: ") && line.contains(&format!("trigger=\"{trigger}\""))
 }
 
 /// Starts `sluice run --config path`; waits (bounded) until every
