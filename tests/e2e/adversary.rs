@@ -4,9 +4,6 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::util::*;
@@ -14,115 +11,16 @@ use crate::util::*;
 /// A real ClientHello naming pkgs.example.com.
 const HELLO: &[u8] = include_bytes!("../../proxy/intercept/testdata_client_hello.bin");
 
-/// Opens a CONNECT tunnel and reads sluice's 200.
-pub fn tunnel(s: &Sluice, authority: &str) -> TcpStream {
-    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n"
-    )
-    .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 4096 {
-        if c.read(&mut b).unwrap_or(0) == 0 {
-            break;
-        }
-        head.push(b[0]);
-    }
-    assert!(
-        head.starts_with(b"HTTP/1.1 200"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
-    c
-}
-
-/// The status sluice answers a CONNECT with (the tunnel, if any, is
-/// dropped at once).
-pub fn connect_status(s: &Sluice, authority: &str) -> u16 {
-    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    // A refusal at accept (over capacity) may close the socket before the
-    // request is written: the answer read back decides, not the write.
-    let _ = write!(c, "CONNECT {authority} HTTP/1.1\r\n\r\n");
-    let mut buf = [0u8; 12];
-    let _ = c.read_exact(&mut buf);
-    std::str::from_utf8(&buf[9..12])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Reads until the peer closes (or 10 s): what came back.
-pub fn drain(c: &mut TcpStream) -> Vec<u8> {
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    out
-}
-
-/// An upstream that records every byte it receives, per connection, and
-/// answers nothing (or runs `serve` on each connection).
-pub struct RawUpstream {
-    pub port: u16,
-    pub received: Arc<Mutex<Vec<u8>>>,
-    pub conns: Arc<AtomicUsize>,
-}
-
-impl RawUpstream {
-    pub fn start(serve: fn(TcpStream, Arc<Mutex<Vec<u8>>>)) -> RawUpstream {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let conns = Arc::new(AtomicUsize::new(0));
-        let (r, n) = (received.clone(), conns.clone());
-        thread::spawn(move || {
-            for c in l.incoming().take(64).flatten() {
-                n.fetch_add(1, Ordering::SeqCst);
-                let r = r.clone();
-                thread::spawn(move || serve(c, r));
-            }
-        });
-        RawUpstream {
-            port,
-            received,
-            conns,
-        }
-    }
-
-    /// Records bytes until the peer closes.
-    pub fn record(mut c: TcpStream, r: Arc<Mutex<Vec<u8>>>) {
-        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = c.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            r.lock().unwrap().extend_from_slice(&buf[..n]);
-        }
-    }
-
-    pub fn bytes(&self) -> usize {
-        self.received.lock().unwrap().len()
-    }
-}
-
-pub fn pkgs_config(dns: &FakeDns, port: u16, extra_task: &str, extra_top: &str) -> String {
-    config(
-        dns,
-        &[format!("pkgs.example.com:{port}")],
-        extra_task,
-        extra_top,
-    )
-}
-
 /// sluice (no interception, `limits`) allowing pkgs.example.com on an
 /// upstream that records every byte; the authority to CONNECT to.
 fn recording_sluice(limits: &str) -> (RawUpstream, FakeDns, Sluice, String) {
     let up = RawUpstream::start(RawUpstream::record);
     let dns = FakeDns::start();
-    let s = Sluice::start(&pkgs_config(&dns, up.port, "intercept = \"none\"", limits));
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{}", up.port)])
+        .task_extra("intercept = \"none\"")
+        .top(limits)
+        .start();
     let authority = format!("pkgs.example.com:{}", up.port);
     (up, dns, s, authority)
 }
@@ -151,12 +49,11 @@ fn unreadable_or_stalled_client_hellos_close_the_tunnel() {
     let mut huge = vec![0x16, 0x03, 0x01, 0x40, 0x00, 0x01, 0xff, 0xff, 0xff];
     huge.resize(70 * 1024, 0);
     for extra in ["", "passthrough = [\"pkgs.example.com\"]"] {
-        let s = Sluice::start(&pkgs_config(
-            &dns,
-            up.port,
-            extra,
-            "[limits]\nheader_timeout_secs = 2\n",
-        ));
+        let s = SluiceBuilder::new(&dns)
+            .allow(&[format!("pkgs.example.com:{}", up.port)])
+            .task_extra(extra)
+            .top("[limits]\nheader_timeout_secs = 2")
+            .start();
         let cases: Vec<(&str, Vec<u8>, bool)> = vec![
             ("empty record first", empty_first.clone(), false),
             ("stalls mid-record", HELLO[..40].to_vec(), false),
@@ -264,16 +161,13 @@ fn connection_cap_counts_open_tunnels() {
     }
     // Closing one tunnel frees one slot (polled: the close takes a moment).
     drop(held.pop());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if connect_status(&s, &authority) == 200 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "a slot never came back");
-        thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        "a slot comes back when a tunnel closes",
+        Duration::from_secs(5),
+        || connect_status(&s, &authority) == 200,
+    );
     assert_eq!(
-        up.conns.load(Ordering::SeqCst),
+        up.conns(),
         4,
         "three held tunnels and the one after the close"
     );
@@ -293,13 +187,14 @@ fn own_addresses_in_ipv6_forms_are_refused() {
         .iter()
         .map(|n| format!("{n}.example.com:{admin_port}"))
         .collect();
-    let cfg = config(&dns, &allow, "allow_private = [\"0.0.0.0/0\", \"::/0\"]", &format!("[admin]\nlisten = \"tcp:127.0.0.1:{admin_port}\"\n"))
-        .replace("allow_private = [\"127.0.0.0/8\"]\n", "")
-        .replace(
-            "\"pkgs.example.com\" = [\"127.0.0.1\"]",
-            "\"pkgs.example.com\" = [\"127.0.0.1\"]\n\"mapped.example.com\" = [\"::ffff:127.0.0.1\"]\n\"compat.example.com\" = [\"::127.0.0.1\"]\n\"nat64.example.com\" = [\"64:ff9b::7f00:1\"]",
-        );
-    let s = Sluice::start(&cfg);
+    let s = SluiceBuilder::new(&dns)
+        .allow(&allow)
+        .allow_private(&["0.0.0.0/0", "::/0"])
+        .host("mapped.example.com", &["::ffff:127.0.0.1"])
+        .host("compat.example.com", &["::127.0.0.1"])
+        .host("nat64.example.com", &["64:ff9b::7f00:1"])
+        .top(&format!("[admin]\nlisten = \"tcp:127.0.0.1:{admin_port}\""))
+        .start();
     assert_eq!(s.admin(), format!("127.0.0.1:{admin_port}"));
     for n in names {
         let a = via(
@@ -393,25 +288,16 @@ fn http_or_tls_in_disguise_inside_connect_is_decided() {
 fn a_tunnel_waiting_for_its_first_bytes_meets_the_reload() {
     let up = RawUpstream::start(RawUpstream::record);
     let dns = FakeDns::start();
-    let cfg = pkgs_config(&dns, up.port, "intercept = \"none\"", "");
-    let s = Sluice::start(&cfg);
+    let b = SluiceBuilder::new(&dns).task_extra("intercept = \"none\"");
     let authority = format!("pkgs.example.com:{}", up.port);
+    let s = b.clone().allow(&[&authority]).start();
     let mut c = tunnel(&s, &authority);
     // Reload without the host (polled until a new CONNECT is refused).
-    std::fs::write(
-        &s.config,
-        cfg.replace(&format!("\"{authority}\""), "\"other.example.com:1\""),
-    )
-    .unwrap();
+    s.write_config(&s.pin(&b.allow(&["other.example.com:1"]).config()));
     s.signal("HUP");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if connect_status(&s, &authority) == 403 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the reload never took effect");
-        thread::sleep(Duration::from_millis(100));
-    }
+    eventually("the reload takes effect", Duration::from_secs(5), || {
+        connect_status(&s, &authority) == 403
+    });
     let _ = c.write_all(b"\x00opaque bytes after the reload");
     assert!(drain(&mut c).is_empty());
     let row = row_where(&s, "t", "pkgs.example.com", |r| {

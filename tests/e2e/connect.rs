@@ -1,7 +1,7 @@
 //! CONNECT tunnels through sluice.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::time::Duration;
 
 use crate::util::*;
@@ -63,21 +63,10 @@ fn connect_half_close_is_passed_on() {
             .unwrap();
     });
     let dns = FakeDns::start();
-    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{port}")], "", ""));
-    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "CONNECT pkgs.example.com:{port} HTTP/1.1\r\nHost: pkgs.example.com:{port}\r\n\r\n"
-    )
-    .unwrap();
-    let mut head = [0u8; 1024];
-    let n = c.read(&mut head).unwrap();
-    assert!(
-        head[..n].starts_with(b"HTTP/1.1 200"),
-        "{}",
-        String::from_utf8_lossy(&head[..n])
-    );
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{port}")])
+        .start();
+    let mut c = tunnel(&s, &format!("pkgs.example.com:{port}"));
     c.write_all(b"hello").unwrap();
     c.shutdown(Shutdown::Write).unwrap();
     let mut reply = String::new();
@@ -128,7 +117,9 @@ fn connect_to_dead_upstream_is_502_before_200() {
     let port = dead.local_addr().unwrap().port();
     drop(dead);
     let dns = FakeDns::start();
-    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{port}")], "", ""));
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{port}")])
+        .start();
     let raw_answer = raw(
         &s.proxy_addr(),
         format!("CONNECT pkgs.example.com:{port} HTTP/1.1\r\n\r\n").as_bytes(),

@@ -1,8 +1,6 @@
 //! Every refusal rule of the core: status, Sluice-Rule, a sentence, an
 //! access-log row, and nothing at the upstream.
 
-use std::sync::atomic::Ordering;
-
 use crate::util::*;
 
 fn setup() -> (FakeDns, Upstream, Sluice) {
@@ -14,7 +12,7 @@ fn setup() -> (FakeDns, Upstream, Sluice) {
         format!("mixed.example.com:{}", up.port()),
         format!("nxdomain.example.com:{}", up.port()),
     ];
-    let s = Sluice::start(&config(&dns, &allow, "", ""));
+    let s = SluiceBuilder::new(&dns).allow(&allow).start();
     (dns, up, s)
 }
 
@@ -94,9 +92,10 @@ fn private_addresses_are_refused() {
     let dns = FakeDns::start();
     let up = Upstream::start();
     // No allow_private here: the pinned loopback answer is private.
-    let cfg = config(&dns, &[format!("pkgs.example.com:{}", up.port())], "", "")
-        .replace("allow_private = [\"127.0.0.0/8\"]", "");
-    let s = Sluice::start(&cfg);
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{}", up.port())])
+        .allow_private(&[])
+        .start();
     let a = via(&s, &format!("http://pkgs.example.com:{}/", up.port()), &[]);
     assert_refused(&a, 403, "private-address");
     assert!(String::from_utf8_lossy(&a.body).contains("127.0.0.1, a loopback address"));
@@ -134,13 +133,16 @@ fn metadata_address_is_refused_and_mixed_answers_dial_only_checked_ones() {
 #[test]
 fn sluice_itself_is_refused() {
     let dns = FakeDns::start();
-    let s0 = Sluice::start(&config(&dns, &["pkgs.example.com:1".into()], "", ""));
+    let s0 = SluiceBuilder::new(&dns)
+        .allow(&["pkgs.example.com:1"])
+        .start();
     // Allow the proxy's own port: still refused, as sluice's own address.
-    let port: u16 = s0.proxy_addr().rsplit(':').next().unwrap().parse().unwrap();
+    let port = s0.proxy_port();
     drop(s0);
-    let cfg = config(&dns, &[format!("pkgs.example.com:{port}")], "", "")
-        .replace("tcp:127.0.0.1:0", &format!("tcp:127.0.0.1:{port}"));
-    let s = Sluice::start(&cfg);
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{port}")])
+        .listen(&[format!("tcp:127.0.0.1:{port}")])
+        .start();
     let a = via(&s, &format!("http://pkgs.example.com:{port}/"), &[]);
     assert_refused(&a, 403, "private-address");
     assert!(String::from_utf8_lossy(&a.body).contains("sluice itself"));
@@ -231,10 +233,7 @@ fn dns_failure_is_502() {
     );
     assert_refused(&a, 502, "dns-failed");
     assert!(String::from_utf8_lossy(&a.body).contains("does not resolve"));
-    assert!(
-        dns.queries.load(Ordering::SeqCst) >= 1,
-        "the configured resolver was asked"
-    );
+    assert!(dns.queries() >= 1, "the configured resolver was asked");
     assert_eq!(up.conns(), 0);
     assert_eq!(
         last_row_for(&s, "t", "nxdomain.example.com")["rule"],
@@ -249,15 +248,12 @@ fn dead_upstream_is_502_and_others_still_served() {
     drop(dead);
     let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[
             format!("pkgs.example.com:{port}"),
             format!("other.example.com:{}", up.port()),
-        ],
-        "",
-        "",
-    ));
+        ])
+        .start();
     let a = via(&s, &format!("http://pkgs.example.com:{port}/"), &[]);
     assert_refused(&a, 502, "upstream-failed");
     let a = via(&s, &format!("http://other.example.com:{}/", up.port()), &[]);

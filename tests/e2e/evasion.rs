@@ -12,14 +12,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Response;
 
-use crate::adversary::tunnel;
 use crate::util::*;
-
-fn gzip(b: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    e.write_all(b).unwrap();
-    e.finish().unwrap()
-}
 
 /// One page variant: response headers and body bytes.
 type Page = (Vec<(&'static str, String)>, Vec<u8>);
@@ -123,16 +116,17 @@ fn page_upstream() -> Upstream {
 
 fn evasion_sluice(up: &Upstream, extra_task: &str) -> (FakeDns, Sluice) {
     let dns = FakeDns::start();
-    let n = pages().len();
-    let mut allow = vec![format!("docs.example.com:{}", up.port())];
-    let mut pins = String::new();
-    for i in 0..n {
-        allow.push(format!("evil-{i}.example.com:{}", up.port()));
-        pins.push_str(&format!("\"evil-{i}.example.com\" = [\"127.0.0.1\"]\n"));
+    let mut b = SluiceBuilder::new(&dns)
+        .allow(&[format!("docs.example.com:{}", up.port())])
+        .task_extra(extra_task);
+    for i in 0..pages().len() {
+        let host = format!("evil-{i}.example.com");
+        b = b
+            .allow(&[format!("{host}:{}", up.port())])
+            .host(&host, &["127.0.0.1"]);
     }
-    let cfg = config(&dns, &allow, extra_task, "")
-        .replace("[resolver.hosts]\n", &format!("[resolver.hosts]\n{pins}"));
-    (dns, Sluice::start(&cfg))
+    let s = b.start();
+    (dns, s)
 }
 
 fn posts_reaching(up: &Upstream, host: &str) -> usize {
@@ -297,24 +291,19 @@ fn an_open_tunnel_follows_a_reload_to_enforce() {
     let cfg = std::fs::read_to_string(&s.config)
         .unwrap()
         .replace("mode = \"shadow\"", "mode = \"enforce\"");
-    std::fs::write(&s.config, cfg).unwrap();
+    s.write_config(&cfg);
     s.signal("HUP");
     // Poll: the same open tunnel refuses once the reload is in force.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        t.write_all(post.as_bytes()).unwrap();
-        let n = t.read(&mut buf).unwrap();
-        let a = parse_http(&buf[..n]).unwrap();
-        if a.status == 403 {
-            assert_refused(&a, 403, "untrusted-target");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the open tunnel never saw the reload"
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
+    let a = wait_for(
+        "the open tunnel sees the reload",
+        Duration::from_secs(5),
+        || {
+            t.write_all(post.as_bytes()).unwrap();
+            let n = t.read(&mut buf).unwrap();
+            parse_http(&buf[..n]).filter(|a| a.status != 200)
+        },
+    );
+    assert_refused(&a, 403, "untrusted-target");
 }
 
 /// Finding 6: a task whose taint set overflowed stays failed closed after
@@ -331,7 +320,7 @@ fn taint_overflow_survives_a_restart() {
         &format!("http://docs.example.com:{p}/custom-header"),
         &[],
     );
-    let rows = wait_rows(&s.state().join("tasks/t/taint.jsonl"), 2);
+    let rows = s.taint_log("t", 2);
     assert!(
         rows.iter().any(|r| r["event"] == "taint-overflow"),
         "{rows:#?}"
@@ -351,25 +340,18 @@ fn taint_overflow_survives_a_restart() {
 /// first_byte_timeout_secs is cut, and the exchange is logged.
 #[test]
 fn a_stalled_response_body_is_cut() {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    thread::spawn(move || {
-        for mut c in l.incoming().take(4).flatten() {
-            thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let _ = c.read(&mut buf);
-                let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npartial");
-                thread::sleep(Duration::from_secs(30));
-            });
-        }
-    });
+    let port = RawUpstream::start(|mut c, _| {
+        let _ = read_head(&mut c);
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npartial");
+        // The stall under test: 7 of 100000 bytes, then silence.
+        thread::sleep(Duration::from_secs(30));
+    })
+    .port;
     let dns = FakeDns::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{port}")],
-        "",
-        "[limits]\nfirst_byte_timeout_secs = 2\n",
-    ));
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{port}")])
+        .top("[limits]\nfirst_byte_timeout_secs = 2")
+        .start();
     let started = Instant::now();
     let out = curl(&[
         "-x",

@@ -3,56 +3,35 @@
 //! and sluice keeps serving everyone else.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, UdpSocket};
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::util::*;
 
-/// A raw TCP upstream on 127.0.0.1 whose behaviour per connection is `f`.
-fn raw_upstream(f: impl Fn(std::net::TcpStream) + Send + Sync + 'static) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let f = std::sync::Arc::new(f);
-    thread::spawn(move || {
-        for s in l.incoming().take(50).flatten() {
-            let f = f.clone();
-            thread::spawn(move || f(s));
-        }
-    });
-    port
-}
-
-fn read_head(s: &mut std::net::TcpStream) -> Vec<u8> {
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut got = Vec::new();
-    let mut b = [0u8; 4096];
-    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-        match s.read(&mut b) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&b[..n]),
-        }
-    }
-    got
-}
-
 #[test]
 fn silent_upstream_gets_504_and_others_are_unaffected() {
-    let silent = raw_upstream(|mut s| {
+    let heads = Arc::new(AtomicUsize::new(0));
+    let h = heads.clone();
+    let silent = RawUpstream::start(move |mut s, _| {
         let _ = read_head(&mut s);
+        h.fetch_add(1, Ordering::SeqCst);
+        // Silence is this upstream's fault under test: it holds the
+        // connection without a byte of answer, past sluice's timeout.
         thread::sleep(Duration::from_secs(8));
-    });
+    })
+    .port;
     let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[
             format!("pkgs.example.com:{silent}"),
             format!("other.example.com:{}", up.port()),
-        ],
-        "",
-        "[limits]\nfirst_byte_timeout_secs = 1\n",
-    ));
+        ])
+        .top("[limits]\nfirst_byte_timeout_secs = 1")
+        .start();
     let proxy = s.proxy(0);
     let slow = {
         let proxy = proxy.clone();
@@ -67,8 +46,13 @@ fn silent_upstream_gets_504_and_others_are_unaffected() {
             (a, started.elapsed())
         })
     };
-    // Meanwhile another client is served at once.
-    thread::sleep(Duration::from_millis(200));
+    // While that request waits on the silent upstream, another client is
+    // served at once.
+    eventually(
+        "the first request reached the silent upstream",
+        Duration::from_secs(5),
+        || heads.load(Ordering::SeqCst) == 1,
+    );
     let started = Instant::now();
     let a = via(&s, &format!("http://other.example.com:{}/", up.port()), &[]);
     assert_eq!(a.status, 200);
@@ -82,32 +66,33 @@ fn silent_upstream_gets_504_and_others_are_unaffected() {
 #[test]
 fn upstream_reset_mid_response_and_mid_upload() {
     // Announces 100000 bytes, sends 10, then resets.
-    let mid_response = raw_upstream(|mut s| {
+    let mid_response = RawUpstream::start(|mut s, _| {
         let _ = read_head(&mut s);
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n0123456789");
         let _ = s.flush();
+        // Part of the fault under test: the 10 bytes go out and are
+        // relayed before the reset, so it lands mid-response.
         thread::sleep(Duration::from_millis(100));
         let _ = socket_reset(s);
-    });
+    })
+    .port;
     // Reads the head and a little of the body, then resets.
-    let mid_upload = raw_upstream(|mut s| {
+    let mid_upload = RawUpstream::start(|mut s, _| {
         let _ = read_head(&mut s);
         let mut b = [0u8; 1000];
         let _ = s.read(&mut b);
         let _ = socket_reset(s);
-    });
+    })
+    .port;
     let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(
-        &dns,
-        &[
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[
             format!("pkgs.example.com:{mid_response}"),
             format!("paste.example.com:{mid_upload}"),
             format!("other.example.com:{}", up.port()),
-        ],
-        "",
-        "",
-    ));
+        ])
+        .start();
     let proxy = s.proxy(0);
     let out = curl(&[
         "-x",
@@ -120,31 +105,26 @@ fn upstream_reset_mid_response_and_mid_upload() {
         !out.status.success(),
         "the client sees a broken transfer, not a complete one"
     );
+    // The upstream resets before answering, with 4 MiB still to come: the
+    // client gets sluice's 502 (not a dropped connection), and the row
+    // says why.
     let big = s.dir.path().join("big.bin");
     std::fs::write(&big, pattern(4 << 20)).unwrap();
-    let out = curl(&[
-        "-x",
-        &proxy,
-        "-s",
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--data-binary",
-        &format!("@{}", big.display()),
+    let a = via(
+        &s,
         &format!("http://paste.example.com:{mid_upload}/"),
-    ]);
-    let code = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        code == "502" || !out.status.success(),
-        "mid-upload reset: {code}"
+        &["--data-binary", &format!("@{}", big.display())],
     );
+    assert_refused(&a, 502, "upstream-failed");
+    let row = last_row_for(&s, "t", "paste.example.com");
+    assert_eq!(row["rule"], "upstream-failed");
+    assert_eq!(row["status"], 502);
+    assert_eq!(row["bytes_down"], 0);
     // sluice keeps serving, and logged both exchanges.
     let a = via(&s, &format!("http://other.example.com:{}/", up.port()), &[]);
     assert_eq!(a.status, 200);
     let row = last_row_for(&s, "t", "pkgs.example.com");
     assert_eq!(row["bytes_down"], 10);
-    last_row_for(&s, "t", "paste.example.com");
 }
 
 /// Closes with RST instead of FIN.
@@ -180,18 +160,16 @@ fn dns_that_times_out_or_answers_garbage_is_dns_failed() {
     });
     let up = Upstream::start();
     for (what, ns) in [("timeout", mute_addr), ("garbage", junk_addr)] {
-        let cfg = format!(
-            "state_dir = \"state\"\n[resolver]\nnameservers = [\"{ns}\"]\n[[task]]\nid = \"t\"\nlisten = [\"tcp:127.0.0.1:0\"]\nallow = [\"unresolvable.example.com:{}\"]\n",
-            up.port()
-        );
-        let s = Sluice::start(&cfg);
+        let s = SluiceBuilder::resolving_with(ns)
+            .allow(&[format!("unresolvable.example.com:{}", up.port())])
+            .start();
         let started = Instant::now();
         let a = via(
             &s,
             &format!("http://unresolvable.example.com:{}/", up.port()),
             &[],
         );
-        assert_refused_task(&a, 502, "dns-failed", what);
+        assert_refused_in(what, &a, 502, "dns-failed");
         assert!(
             started.elapsed() < Duration::from_secs(12),
             "{what}: {:?}",
@@ -200,20 +178,6 @@ fn dns_that_times_out_or_answers_garbage_is_dns_failed() {
     }
     drop(mute);
     assert_eq!(up.conns(), 0);
-}
-
-fn assert_refused_task(a: &Answer, status: u16, rule: &str, what: &str) {
-    assert_eq!(
-        a.status,
-        status,
-        "{what}: {}",
-        String::from_utf8_lossy(&a.body)
-    );
-    assert_eq!(
-        a.headers.get("sluice-rule").map(String::as_str),
-        Some(rule),
-        "{what}"
-    );
 }
 
 /// A tmpfs mounted for one test, unmounted however the test ends.
@@ -252,15 +216,11 @@ fn full_disk_keeps_policy_enforced_and_reports_it() {
     let _ = std::fs::write(state.join("filler"), vec![0u8; 64 * 1024]);
     let dns = FakeDns::start();
     let up = Upstream::start();
-    let cfg = config(
-        &dns,
-        &[format!("pkgs.example.com:{}", up.port())],
-        "intercept = \"none\"\n",
-        "[admin]\nlisten = \"tcp:127.0.0.1:0\"\n",
-    );
-    let path = dir.path().join("sluice.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let s = Sluice::start_in(dir, path);
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{}", up.port())])
+        .task_extra("intercept = \"none\"")
+        .admin()
+        .start_in(dir);
     for _ in 0..50 {
         let a = via(&s, &format!("http://pkgs.example.com:{}/", up.port()), &[]);
         assert_eq!(a.status, 200);
@@ -269,18 +229,9 @@ fn full_disk_keeps_policy_enforced_and_reports_it() {
     }
     assert_eq!(up.requests().len(), 50, "refusals stayed refusals");
     s.wait_line(|l| l.contains("log write failed"));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (_, m) = s.admin_call("GET", "/metrics");
-        let errors: u64 = m
-            .lines()
-            .find(|l| l.starts_with("sluice_log_write_errors_total"))
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-            .unwrap_or(0);
-        if errors > 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "write errors are counted: {m}");
-        thread::sleep(Duration::from_millis(100));
-    }
+    eventually(
+        "sluice_log_write_errors_total counts the failed writes",
+        Duration::from_secs(5),
+        || s.metric("sluice_log_write_errors_total") > 0,
+    );
 }

@@ -206,7 +206,9 @@ fn keep_alive_requests_are_decided_each_on_its_own() {
 fn allowed_ip_literal_in_canonical_spelling() {
     let dns = FakeDns::start();
     let up = Upstream::start();
-    let s = Sluice::start(&config(&dns, &[format!("127.0.0.1:{}", up.port())], "", ""));
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("127.0.0.1:{}", up.port())])
+        .start();
     let url = format!("http://127.0.0.1:{}/ip", up.port());
     let a = answer(&curl(&["-i", "-x", &s.proxy(0), &url]));
     assert_eq!(a.status, 200);

@@ -25,7 +25,7 @@ fn fixture(name: &str) -> Vec<u8> {
 
 /// The tainted hosts a run left, checked for plausibility.
 fn plausible_taint(s: &Sluice) -> Vec<String> {
-    let rows = wait_rows(&s.state().join("tasks/t/taint.jsonl"), 1);
+    let rows = s.taint_log("t", 1);
     let hosts: Vec<String> = rows
         .iter()
         .filter_map(|r| r["host"].as_str().map(String::from))
@@ -50,27 +50,12 @@ fn plausible_taint(s: &Sluice) -> Vec<String> {
     hosts
 }
 
-fn registry_config(dns: &FakeDns, host: &str, port: u16) -> String {
-    config(dns, &[format!("{host}:{port}")], "", "").replace(
-        "[resolver.hosts]\n",
-        &format!("[resolver.hosts]\n\"{host}\" = [\"127.0.0.1\"]\n"),
-    )
-}
-
-fn without_proxy_env(c: &mut Command) -> &mut Command {
-    for v in [
-        "http_proxy",
-        "https_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "all_proxy",
-        "NO_PROXY",
-        "no_proxy",
-    ] {
-        c.env_remove(v);
-    }
-    c
+/// sluice allowing only the loopback registry `host:port`.
+fn registry_sluice(dns: &FakeDns, host: &str, port: u16) -> Sluice {
+    SluiceBuilder::new(dns)
+        .host(host, &["127.0.0.1"])
+        .allow(&[format!("{host}:{port}")])
+        .start()
 }
 
 #[test]
@@ -94,7 +79,7 @@ fn npm_install_of_a_real_package_taints_only_real_names() {
     port.store(up.port(), std::sync::atomic::Ordering::SeqCst);
     let p = up.port();
     let dns = FakeDns::start();
-    let s = Sluice::start(&registry_config(&dns, "registry.example.com", p));
+    let s = registry_sluice(&dns, "registry.example.com", p);
     let work = tempfile::tempdir().unwrap();
     std::fs::write(
         work.path().join("package.json"),
@@ -159,7 +144,7 @@ fn pip_install_of_a_real_wheel_taints_only_real_names() {
     }));
     let p = up.port();
     let dns = FakeDns::start();
-    let s = Sluice::start(&registry_config(&dns, "pypi.example.com", p));
+    let s = registry_sluice(&dns, "pypi.example.com", p);
     let work = tempfile::tempdir().unwrap();
     let out = without_proxy_env(&mut Command::new("python3"))
         .args([

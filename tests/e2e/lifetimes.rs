@@ -5,10 +5,8 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::adversary::{drain, pkgs_config, tunnel, RawUpstream};
 use crate::util::*;
 
 /// sluice allowing pkgs.example.com on `port` and docs.example.com on a
@@ -27,31 +25,19 @@ fn with_naming_page(port: u16) -> (Upstream, FakeDns, Sluice) {
         format!("pkgs.example.com:{port}"),
         format!("docs.example.com:{}", pages.port()),
     ];
-    let s = Sluice::start(&config(&dns, &allow, "", ""));
+    let s = SluiceBuilder::new(&dns).allow(&allow).start();
     (pages, dns, s)
 }
 
 /// Answers an Upgrade with 101, then echoes every byte back.
 fn websocket_echo(mut c: TcpStream, r: Arc<Mutex<Vec<u8>>>) {
-    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
-        match c.read(&mut b) {
-            Ok(1) => head.push(b[0]),
-            _ => return,
-        }
+    if !read_head(&mut c).ends_with(b"\r\n\r\n") {
+        return;
     }
     let _ = c.write_all(
         b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
     );
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = c.read(&mut buf) {
-        if n == 0 || c.write_all(&buf[..n]).is_err() {
-            break;
-        }
-        r.lock().unwrap().extend_from_slice(&buf[..n]);
-    }
+    RawUpstream::echo(c, r);
 }
 
 /// Finding 5: an upgraded relay (WebSocket) is registered like an opaque
@@ -84,31 +70,22 @@ fn an_upgraded_relay_closes_when_its_host_is_tainted() {
         .status,
         200
     );
-    let closed_by = Instant::now() + Duration::from_secs(3);
-    let mut closed = false;
-    while Instant::now() < closed_by {
-        let _ = c.write_all(b"leak");
-        c.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        match c.read(&mut buf) {
-            Ok(0) | Err(_) if Instant::now() > closed_by => break,
-            Ok(0) => {
-                closed = true;
-                break;
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    eventually(
+        "the upgraded relay closes once its host is tainted",
+        Duration::from_secs(3),
+        || {
+            let _ = c.write_all(b"leak");
+            match c.read(&mut buf) {
+                Ok(0) => true,
+                Ok(_) => false,
+                Err(e) => !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
             }
-            Err(e)
-                if e.kind() != std::io::ErrorKind::WouldBlock
-                    && e.kind() != std::io::ErrorKind::TimedOut =>
-            {
-                closed = true;
-                break;
-            }
-            _ => {}
-        }
-    }
-    assert!(
-        closed,
-        "the upgraded relay stayed open after its host was tainted"
+        },
     );
     let row = row_where(&s, "t", "pkgs.example.com", |r| r["path"] == "/ws");
     assert_eq!(row["status"], 101);
@@ -122,12 +99,10 @@ fn an_upgraded_relay_closes_when_its_host_is_tainted() {
 fn an_idle_served_tunnel_is_closed() {
     let up = Upstream::start();
     let dns = FakeDns::start();
-    let s = Sluice::start(&pkgs_config(
-        &dns,
-        up.port(),
-        "",
-        "[limits]\nheader_timeout_secs = 60\ntunnel_idle_timeout_secs = 2\n",
-    ));
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{}", up.port())])
+        .top("[limits]\nheader_timeout_secs = 60\ntunnel_idle_timeout_secs = 2")
+        .start();
     let mut c = tunnel(&s, &format!("pkgs.example.com:{}", up.port()));
     write!(
         c,
@@ -160,11 +135,11 @@ fn an_upload_in_flight_is_cut_when_its_host_is_tainted() {
     let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(c, "POST http://{host}/upload HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !String::from_utf8_lossy(&up.received.lock().unwrap()).contains("first") {
-        assert!(Instant::now() < deadline, "the first chunk never arrived");
-        thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        "the first chunk arrives upstream",
+        Duration::from_secs(5),
+        || up.text().contains("first"),
+    );
     // A page names the host while the upload is open.
     let url = format!("http://docs.example.com:{}/readme", pages.port());
     assert_eq!(via(&s, &url, &[]).status, 200);
@@ -173,7 +148,7 @@ fn an_upload_in_flight_is_cut_when_its_host_is_tainted() {
     c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let mut back = Vec::new();
     let _ = c.read_to_end(&mut back);
-    let got = String::from_utf8_lossy(&up.received.lock().unwrap()).to_string();
+    let got = up.text();
     assert!(got.contains("first"), "{got}");
     assert!(
         !got.contains("SECRET"),

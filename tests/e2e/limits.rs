@@ -27,16 +27,7 @@ fn slowloris_does_not_block_others_and_is_cut_off() {
     // A normal client is served at once.
     let started = Instant::now();
     let url = format!("http://pkgs.example.com:{}/", up.port());
-    let out = curl(&[
-        "-x",
-        &s.proxy(0),
-        "-w",
-        "%{http_code}",
-        "-o",
-        "/dev/null",
-        &url,
-    ]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    assert_eq!(get(&s, &url), 200);
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "served while slow clients stall"
@@ -63,30 +54,26 @@ fn connection_cap_answers_503() {
     let held: Vec<TcpStream> = (0..2)
         .map(|_| TcpStream::connect(s.proxy_addr()).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
-    let ans = raw(
-        &s.proxy_addr(),
-        b"GET http://pkgs.example.com/ HTTP/1.1\r\n\r\n",
+    // Once sluice has accepted both, a third connection is refused at
+    // accept. (A probe that slips in first is answered 403 — port 80 is
+    // not allowed — and closed, so it holds no slot.)
+    let a = wait_for(
+        "a third connection is answered 503",
+        Duration::from_secs(5),
+        || {
+            parse_http(&raw(
+                &s.proxy_addr(),
+                b"GET http://pkgs.example.com/ HTTP/1.1\r\n\r\n",
+            ))
+            .filter(|a| a.status == 503)
+        },
     );
-    let a = parse_http(&ans).expect("a 503 answer");
     assert_refused(&a, 503, "over-capacity");
     drop(held);
-    std::thread::sleep(Duration::from_millis(300));
     let url = format!("http://pkgs.example.com:{}/", up.port());
-    let out = curl(&[
-        "-x",
-        &s.proxy(0),
-        "-w",
-        "%{http_code}",
-        "-o",
-        "/dev/null",
-        &url,
-    ]);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "200",
-        "capacity comes back"
-    );
+    eventually("capacity comes back", Duration::from_secs(5), || {
+        get(&s, &url) == 200
+    });
 }
 
 #[test]
@@ -103,7 +90,9 @@ fn sigterm_drains_in_flight_requests_and_flushes_the_log() {
     let n = c.read(&mut buf).unwrap();
     assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
     s.signal("TERM");
-    std::thread::sleep(Duration::from_millis(300));
+    // The request below goes through the tunnel only once sluice is
+    // draining.
+    s.wait_line(|l| l.contains("shutting down"));
     write!(
         c,
         "GET /drain HTTP/1.1\r\nHost: pkgs.example.com:{p}\r\nConnection: close\r\n\r\n"
@@ -121,7 +110,7 @@ fn sigterm_drains_in_flight_requests_and_flushes_the_log() {
     assert_eq!(sluice_exit, Some(0));
     // The log was flushed on exit: the request served inside the tunnel,
     // then the tunnel.
-    let rows = wait_rows(&s.state().join("tasks/t/access.jsonl"), 2);
+    let rows = s.access_log("t", 2);
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["kind"], "intercepted");
     assert_eq!(rows[0]["path"], "/drain");
@@ -141,12 +130,10 @@ fn kill_9_under_traffic_loses_at_most_the_last_second() {
     }));
     let dns = FakeDns::start();
     let p = up.port();
-    let mut s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{p}")],
-        "",
-        "[admin]\nlisten = \"tcp:127.0.0.1:0\"\n",
-    ));
+    let mut s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .admin()
+        .start();
     let proxy = s.proxy_addr();
     // Phase 1: 50 pages, each naming a host; then more than a second passes.
     for i in 0..50 {
@@ -161,6 +148,9 @@ fn kill_9_under_traffic_loses_at_most_the_last_second() {
         let _ = c.read_to_end(&mut out);
         assert!(out.starts_with(b"HTTP/1.1 200"));
     }
+    // Not a wait for something: the age is what is under test. The SPEC
+    // bounds a crash's loss to the last second, so what phase 1 did, now
+    // 1.5 s old, must survive the kill below.
     std::thread::sleep(Duration::from_millis(1500));
     // Phase 2: heavy traffic from 8 threads, killed mid-flight.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -181,7 +171,12 @@ fn kill_9_under_traffic_loses_at_most_the_last_second() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(700));
+    // Kill once the traffic is in full flow.
+    eventually(
+        "phase-2 traffic reaches the upstream",
+        Duration::from_secs(20),
+        || up.request_count() >= 50 + 200,
+    );
     s.kill_and_restart();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in workers {
@@ -204,7 +199,7 @@ fn kill_9_under_traffic_loses_at_most_the_last_second() {
     }
     // The access log is readable: at most the one line torn by the kill,
     // which the restarted sluice ends before appending.
-    let text = std::fs::read_to_string(s.state().join("tasks/t/access.jsonl")).unwrap();
+    let text = std::fs::read_to_string(s.task_file("t", "access.jsonl")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let bad = lines
         .iter()
@@ -212,12 +207,7 @@ fn kill_9_under_traffic_loses_at_most_the_last_second() {
         .count();
     assert!(bad <= 1, "{bad} unreadable lines");
     assert!(lines.len() >= 50);
-    let report = std::process::Command::new(bin())
-        .args(["report", "--state"])
-        .arg(s.state())
-        .output()
-        .unwrap();
-    assert_eq!(report.status.code(), Some(0));
+    assert_eq!(s.report(&[]).status.code(), Some(0));
 }
 
 /// Heavy: `cargo test --test e2e ten_thousand -- --ignored --nocapture`.
@@ -234,8 +224,7 @@ fn ten_thousand_concurrent_connections() {
         "[limits]\nmax_connections_per_task = 20000\nheader_timeout_secs = 120\n",
     );
     let pid = s.child_id();
-    let rss = || rss_kib(pid);
-    let before = rss();
+    let before = rss_kib(pid);
     let started = Instant::now();
     let mut held = Vec::with_capacity(n);
     for _ in 0..n {
@@ -249,8 +238,7 @@ fn ten_thousand_concurrent_connections() {
             "opening took too long"
         );
     }
-    std::thread::sleep(Duration::from_millis(500));
-    let after = rss();
+    let after = steady_rss(pid, Duration::from_secs(15));
     let url = format!("http://pkgs.example.com:{}/", up.port());
     let mut lat = Vec::new();
     for _ in 0..50 {
@@ -292,6 +280,21 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// sluice's resident memory once it stops changing (two readings 500 ms
+/// apart agree), or after `limit` whatever it is then.
+fn steady_rss(pid: u32, limit: Duration) -> u64 {
+    let mut last = 0;
+    poll(limit, || {
+        // The sampling interval of a measurement, not a wait for an event.
+        std::thread::sleep(Duration::from_millis(500));
+        let now = rss_kib(pid);
+        let steady = now == last;
+        last = now;
+        steady.then_some(now)
+    })
+    .unwrap_or_else(|| rss_kib(pid))
+}
+
 /// p50, p99 and max of a set of latencies, in milliseconds.
 fn percentiles(mut lat: Vec<Duration>) -> (f64, f64, f64) {
     lat.sort();
@@ -310,12 +313,10 @@ fn slowloris_and_slow_readers_beside_normal_clients() {
         (req.uri == "/huge").then(|| hyper::Response::new(http_body_util::Full::new(body.clone())))
     }));
     let p = up.port();
-    let s = Sluice::start(&config(
-        &dns,
-        &[format!("pkgs.example.com:{p}")],
-        "",
-        "[limits]\nheader_timeout_secs = 30\n",
-    ));
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .top("[limits]\nheader_timeout_secs = 30")
+        .start();
     let pid = s.child_id();
     let rss_before = rss_kib(pid);
     // 100 slowloris clients: a partial head each, then nothing.
@@ -335,16 +336,7 @@ fn slowloris_and_slow_readers_beside_normal_clients() {
     }
     // Let the slow readers' buffers fill (sluice's memory stops growing),
     // so what follows is the steady state, not the start-up burst.
-    let settle = Instant::now() + Duration::from_secs(15);
-    let mut last = 0;
-    while Instant::now() < settle {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = rss_kib(pid);
-        if now == last {
-            break;
-        }
-        last = now;
-    }
+    steady_rss(pid, Duration::from_secs(15));
     // Normal clients, four at a time, 50 requests each.
     let addr = s.proxy_addr();
     let lat: Vec<Duration> = std::thread::scope(|sc| {
@@ -422,7 +414,9 @@ fn sigterm_under_load_finishes_every_request_in_flight() {
     let dns = FakeDns::start();
     let up = Upstream::start();
     let p = up.port();
-    let mut s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{p}")], "", ""));
+    let mut s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .start();
     let addr = s.proxy_addr();
     let stop = std::sync::atomic::AtomicBool::new(false);
     // 16 clients, each sending requests that take 500 ms upstream, one after
@@ -459,8 +453,13 @@ fn sigterm_under_load_finishes_every_request_in_flight() {
                 })
             })
             .collect();
-        // Let a few rounds run, then SIGTERM while 16 requests are upstream.
-        std::thread::sleep(Duration::from_millis(1200));
+        // Let a round finish, then SIGTERM while the next 16 requests are
+        // upstream.
+        eventually(
+            "a first round done and a second upstream",
+            Duration::from_secs(20),
+            || up.request_count() >= 32,
+        );
         s.signal("TERM");
         let signalled = Instant::now();
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -498,7 +497,7 @@ fn sigterm_under_load_finishes_every_request_in_flight() {
     }
     assert!(done.len() >= 16, "at least one round finished: {done:?}");
     // And each finished request has its line in the flushed access log.
-    let rows = wait_rows(&s.state().join("tasks/t/access.jsonl"), done.len());
+    let rows = s.access_log("t", done.len());
     assert_eq!(
         rows.iter().filter(|r| r["status"] == 200).count(),
         done.len(),
@@ -529,7 +528,9 @@ fn the_open_file_soft_limit_is_raised_to_the_hard_limit() {
     let path = dir.path().join("sluice.toml");
     std::fs::write(
         &path,
-        config(&dns, &["pkgs.example.com:443".to_string()], "", ""),
+        SluiceBuilder::new(&dns)
+            .allow(&["pkgs.example.com:443"])
+            .config(),
     )
     .unwrap();
     // Started with a soft limit of 256, as a default shell might give it.
@@ -545,15 +546,10 @@ fn the_open_file_soft_limit_is_raised_to_the_hard_limit() {
     let pid = child.id().to_string();
     // Read the limits once sluice itself runs (prlimit has exec'd it) and
     // has made its state folder, which it does after raising the limit.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let started = || {
+    eventually("sluice started", Duration::from_secs(10), || {
         std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sluice")
             && dir.path().join("state").is_dir()
-    };
-    while !started() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(started(), "sluice started");
+    });
     let seen = nofile(&pid);
     let _ = child.kill();
     let _ = child.wait();

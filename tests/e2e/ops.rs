@@ -8,82 +8,32 @@ use std::time::{Duration, Instant};
 
 use crate::util::*;
 
-const ADMIN: &str = "[admin]\nlisten = \"tcp:127.0.0.1:0\"\n";
-
-fn get(s: &Sluice, url: &str) -> u16 {
-    let proxy = s.proxy(0);
-    let out = curl(&[
-        "-s",
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "-x",
-        &proxy,
-        url,
-    ]);
-    String::from_utf8_lossy(&out.stdout).parse().unwrap_or(0)
-}
-
-/// The config with the task's port-0 listener pinned to the port it got.
-fn pin(cfg: String, s: &Sluice) -> String {
-    let port = s.proxy_addr().rsplit(':').next().unwrap().to_string();
-    cfg.replace(
-        "listen = [\"tcp:127.0.0.1:0\"]",
-        &format!("listen = [\"tcp:127.0.0.1:{port}\"]"),
-    )
-}
-
-/// Polls (bounded) until `f` holds.
-fn eventually(what: &str, limit: Duration, f: impl Fn() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn write_config(s: &Sluice, text: &str) {
-    std::fs::write(&s.config, text).unwrap();
-}
-
 #[test]
 fn editing_the_file_reloads_and_an_invalid_edit_changes_nothing() {
     let dns = FakeDns::start();
     let up = Upstream::start();
     let p = up.port();
-    let cfg = config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN);
-    let s = Sluice::start(&cfg);
+    let base = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .admin();
+    let s = base.start();
     let other = format!("http://other.example.com:{p}/");
     assert_eq!(get(&s, &other), 403);
 
     // Add a host: allowed without a restart, within 2 s.
-    write_config(
-        &s,
-        &pin(
-            config(
-                &dns,
-                &[
-                    format!("pkgs.example.com:{p}"),
-                    format!("other.example.com:{p}"),
-                ],
-                "",
-                ADMIN,
-            ),
-            &s,
-        ),
-    );
+    s.write_config(&s.pin(&base.allow(&[format!("other.example.com:{p}")]).config()));
     let started = Instant::now();
     eventually("the new host is allowed", Duration::from_secs(2), || {
         get(&s, &other) == 200
     });
     assert!(started.elapsed() < Duration::from_secs(2));
+    // Nothing but the edit was sent: the file watcher did it.
+    s.wait_reloads_by("file change", 1);
     let row = last_row_for(&s, "t", "other.example.com");
     assert_eq!(row["generation"], 2);
 
     // An invalid edit: the old config stays in force; POST /reload says why.
-    write_config(
-        &s,
+    s.write_config(
         "[[task]]\nid = \"t\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"bad host\"]\n",
     );
     s.wait_line(|l| l.contains("config reload refused"));
@@ -110,11 +60,11 @@ fn rename_over_and_symlink_swap_are_picked_up() {
     let dir = tempfile::tempdir().unwrap();
     let real_a = dir.path().join("a.toml");
     let link = dir.path().join("sluice.toml");
-    let base = config(&dns, &[format!("pkgs.example.com:{p}")], "", "");
-    std::fs::write(&real_a, &base).unwrap();
+    let allowing = |hosts: &[String]| SluiceBuilder::new(&dns).allow(hosts).config();
+    std::fs::write(&real_a, allowing(&[format!("pkgs.example.com:{p}")])).unwrap();
     std::os::unix::fs::symlink(&real_a, &link).unwrap();
     let s = Sluice::start_in(dir, link.clone());
-    let with = |hosts: &[String]| pin(config(&dns, hosts, "", ""), &s);
+    let with = |hosts: &[String]| s.pin(&allowing(hosts));
     let other = format!("http://other.example.com:{p}/");
     let paste = format!("http://paste.example.com:{p}/");
 
@@ -138,57 +88,55 @@ fn rename_over_and_symlink_swap_are_picked_up() {
     assert_eq!(get(&s, &other), 403);
 }
 
+/// The file watcher reloads on the same edit, so the listeners opening and
+/// closing would be seen without SIGHUP: what proves the signal is
+/// sluice's own `config reloaded: ... trigger="SIGHUP"` line, one per
+/// signal.
 #[test]
 fn sighup_reloads_and_added_or_removed_tasks_open_and_close_listeners() {
     let dns = FakeDns::start();
     let up = Upstream::start();
     let p = up.port();
-    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN));
-    let port = s.proxy_addr().rsplit(':').next().unwrap().to_string();
-    let base = pin(
-        config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN),
-        &s,
-    );
+    let b = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .admin();
+    let s = b.start();
+    let first = s.proxy_addr();
+    let base = s.pin(&b.config());
     // A second task on its own listener (port 0: sluice logs the port).
     let with_task = format!(
         "{base}\n[[task]]\nid = \"second\"\nlisten = [\"tcp:127.0.0.1:0\"]\nallow = [\"other.example.com:{p}\"]\nallow_private = [\"127.0.0.0/8\"]\n"
     );
-    // Make the watcher ignore it: write, then SIGHUP is what we test, so
-    // compare against the reload line count.
-    std::fs::write(&s.config, &with_task).unwrap();
+    assert_eq!(s.reloads_by("SIGHUP"), 0);
+    s.write_config(&with_task);
     s.signal("HUP");
-    let line = s.wait_line(|l| {
-        l.contains("listening") && l.contains("listen=tcp:") && !l.contains(&format!(":{port}"))
-    });
+    let reloaded = s.wait_reloads_by("SIGHUP", 1);
+    assert!(reloaded[0].contains("generation "), "{reloaded:?}");
+    let line = s
+        .wait_line(|l| l.contains("listening") && l.contains("listen=tcp:") && !l.contains(&first));
     let second = line[line.find("listen=tcp:").unwrap() + 11..]
         .split_whitespace()
         .next()
         .unwrap()
         .to_string();
-    let out = curl(&[
-        "-s",
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "-x",
-        &format!("http://{second}"),
-        &format!("http://other.example.com:{p}/"),
-    ]);
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "200",
+        get_via(
+            &format!("http://{second}"),
+            &format!("http://other.example.com:{p}/")
+        ),
+        200,
         "the new task's listener accepts"
     );
-    let rows = wait_rows(&s.state().join("tasks/second/access.jsonl"), 1);
+    let rows = s.access_log("second", 1);
     assert_eq!(rows[0]["task"], "second");
     let (_, tasks) = s.admin_call("GET", "/tasks");
     let v: serde_json::Value = serde_json::from_str(&tasks).unwrap();
     assert_eq!(v["tasks"].as_array().unwrap().len(), 2);
 
     // Remove it again: its listener refuses connections.
-    std::fs::write(&s.config, &base).unwrap();
+    s.write_config(&base);
     s.signal("HUP");
+    s.wait_reloads_by("SIGHUP", 2);
     eventually(
         "the removed task's listener closes",
         Duration::from_secs(3),
@@ -206,33 +154,17 @@ fn removing_a_host_closes_its_open_tunnel() {
     let dns = FakeDns::start();
     let up = Upstream::start();
     let p = up.port();
-    let s = Sluice::start(&config(
-        &dns,
-        &[
-            format!("pkgs.example.com:{p}"),
-            format!("other.example.com:{p}"),
-        ],
-        "",
-        ADMIN,
-    ));
-    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(c, "CONNECT other.example.com:{p} HTTP/1.1\r\n\r\n").unwrap();
+    let b = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .admin();
+    let s = b.clone().allow(&[format!("other.example.com:{p}")]).start();
+    let mut c = tunnel(&s, &format!("other.example.com:{p}"));
+    write!(c, "GET /x HTTP/1.1\r\nHost: other.example.com:{p}\r\n\r\n").unwrap();
     let mut buf = [0u8; 512];
     let n = c.read(&mut buf).unwrap();
     assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
-    write!(c, "GET /x HTTP/1.1\r\nHost: other.example.com:{p}\r\n\r\n").unwrap();
-    let n = c.read(&mut buf).unwrap();
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
 
-    std::fs::write(
-        &s.config,
-        pin(
-            config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN),
-            &s,
-        ),
-    )
-    .unwrap();
+    s.write_config(&s.pin(&b.config()));
     let (code, body) = s.admin_call("POST", "/reload");
     assert_eq!(code, 200, "{body}");
     let started = Instant::now();
@@ -246,7 +178,8 @@ fn requests_in_flight_keep_the_decision_they_started_with() {
     let dns = FakeDns::start();
     let up = Upstream::start();
     let p = up.port();
-    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{p}")], "", ADMIN));
+    let b = SluiceBuilder::new(&dns).admin();
+    let s = b.clone().allow(&[format!("pkgs.example.com:{p}")]).start();
     let proxy = s.proxy_addr();
     // 200 requests to a slow route (500 ms), all sent before the reload.
     let clients: Vec<TcpStream> = (0..200)
@@ -262,17 +195,10 @@ fn requests_in_flight_keep_the_decision_they_started_with() {
         })
         .collect();
     eventually("all 200 reached upstream", Duration::from_secs(10), || {
-        up.requests().len() == 200
+        up.request_count() == 200
     });
     // Now remove the host.
-    std::fs::write(
-        &s.config,
-        pin(
-            config(&dns, &["other.example.com:1".to_string()], "", ADMIN),
-            &s,
-        ),
-    )
-    .unwrap();
+    s.write_config(&s.pin(&b.allow(&["other.example.com:1"]).config()));
     let (code, _) = s.admin_call("POST", "/reload");
     assert_eq!(code, 200);
     let mut ok = 0;
@@ -319,7 +245,10 @@ fn admin_api_answers_with_values() {
         })
     }));
     let p = up.port();
-    let s = Sluice::start(&config(&dns, &[format!("docs.example.com:{p}")], "", ADMIN));
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("docs.example.com:{p}")])
+        .admin()
+        .start();
     assert_eq!(get(&s, &format!("http://docs.example.com:{p}/readme")), 200);
     assert_eq!(get(&s, &format!("http://other.example.com:{p}/")), 403);
     assert_eq!(get(&s, &format!("http://other.example.com:{p}/")), 403);
@@ -382,7 +311,9 @@ fn shadow_run_learns_an_allow_list_that_enforce_replays_exactly() {
     let up = Upstream::start();
     let p = up.port();
     // Shadow: nothing allowed explicitly; the run reaches two hosts.
-    let s = Sluice::start(&config(&dns, &[], "allow_mode = \"shadow\"\n", ""));
+    let s = SluiceBuilder::new(&dns)
+        .task_extra("allow_mode = \"shadow\"")
+        .start();
     let urls = [
         format!("http://pkgs.example.com:{p}/a"),
         format!("http://other.example.com:{p}/b"),
@@ -400,11 +331,7 @@ fn shadow_run_learns_an_allow_list_that_enforce_replays_exactly() {
             .count(),
         3
     );
-    let out = Command::new(bin())
-        .args(["report", "--allow-list", "--task", "t", "--state"])
-        .arg(s.state())
-        .output()
-        .unwrap();
+    let out = s.report(&["--allow-list", "--task", "t"]);
     let line = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(
         line,
@@ -416,7 +343,7 @@ fn shadow_run_learns_an_allow_list_that_enforce_replays_exactly() {
         format!("other.example.com:{p}"),
         format!("pkgs.example.com:{p}"),
     ];
-    let e = Sluice::start(&config(&dns, &learned, "", ""));
+    let e = SluiceBuilder::new(&dns).allow(&learned).start();
     for u in &urls {
         assert_eq!(get(&e, u), 200, "enforce admits {u}");
     }
@@ -430,17 +357,15 @@ fn report_lists_destinations_with_counts() {
     let dns = FakeDns::start();
     let up = Upstream::start();
     let p = up.port();
-    let s = Sluice::start(&config(&dns, &[format!("pkgs.example.com:{p}")], "", ""));
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .start();
     for _ in 0..3 {
         assert_eq!(get(&s, &format!("http://pkgs.example.com:{p}/x")), 200);
     }
     assert_eq!(get(&s, &format!("http://other.example.com:{p}/")), 403);
     s.access_log("t", 4);
-    let out = Command::new(bin())
-        .args(["report", "--state"])
-        .arg(s.state())
-        .output()
-        .unwrap();
+    let out = s.report(&[]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     let pkgs = text
@@ -459,11 +384,7 @@ fn report_lists_destinations_with_counts() {
         other.starts_with('!') && other.contains("0/1/0") && other.contains("not-allowed"),
         "{other}"
     );
-    let out = Command::new(bin())
-        .args(["report", "--json", "--task", "t", "--state"])
-        .arg(s.state())
-        .output()
-        .unwrap();
+    let out = s.report(&["--json", "--task", "t"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2);
     assert_eq!(v[1]["requests"], 3);
@@ -518,11 +439,10 @@ fn report_of_an_npm_install_lists_exactly_what_it_reached() {
     let work = tempfile::tempdir().unwrap();
     let up = npm_registry(work.path());
     let p = up.port();
-    let cfg = config(&dns, &[format!("registry.example.com:{p}")], "", "").replace(
-        "\"other.example.com\" = [\"127.0.0.1\"]",
-        "\"other.example.com\" = [\"127.0.0.1\"]\n\"registry.example.com\" = [\"127.0.0.1\"]",
-    );
-    let s = Sluice::start(&cfg);
+    let s = SluiceBuilder::new(&dns)
+        .host("registry.example.com", &["127.0.0.1"])
+        .allow(&[format!("registry.example.com:{p}")])
+        .start();
     let proj = work.path().join("proj");
     std::fs::create_dir_all(&proj).unwrap();
     std::fs::write(
@@ -548,11 +468,7 @@ fn report_of_an_npm_install_lists_exactly_what_it_reached() {
     );
 
     let rows = s.access_log("t", 2);
-    let report = Command::new(bin())
-        .args(["report", "--json", "--state"])
-        .arg(s.state())
-        .output()
-        .unwrap();
+    let report = s.report(&["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
     let dests = v.as_array().unwrap();
     assert_eq!(dests.len(), 1, "one destination: {v:#}");
@@ -569,11 +485,7 @@ fn report_of_an_npm_install_lists_exactly_what_it_reached() {
         "and the registry"
     );
     assert_eq!(dests[0]["refused"], 0);
-    let learned = Command::new(bin())
-        .args(["report", "--allow-list", "--task", "t", "--state"])
-        .arg(s.state())
-        .output()
-        .unwrap();
+    let learned = s.report(&["--allow-list", "--task", "t"]);
     assert_eq!(
         String::from_utf8_lossy(&learned.stdout),
         format!("allow = [\"registry.example.com:{p}\"]\n")

@@ -2,7 +2,6 @@
 //! client, against a TLS upstream on 127.0.0.1 whose CA is made here.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,18 +88,15 @@ fn setup(extra_task: &str, trust: bool, cert_names: &[&str]) -> Setup {
         .iter()
         .map(|h| format!("{h}.example.com:{p}"))
         .collect();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("upstream-ca.pem"), &ca.pem).unwrap();
-    let top = if trust {
-        "[upstream]\nextra_roots = [\"upstream-ca.pem\"]\n"
-    } else {
-        ""
-    };
-    let cfg = config(&dns, &allow, extra_task, top);
-    let path = dir.path().join("sluice.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let upstream_ca = dir.path().join("upstream-ca.pem").display().to_string();
-    let s = Sluice::start_in(dir, path);
+    let mut b = SluiceBuilder::new(&dns)
+        .allow(&allow)
+        .task_extra(extra_task)
+        .file("upstream-ca.pem", ca.pem.as_str());
+    if trust {
+        b = b.top("[upstream]\nextra_roots = [\"upstream-ca.pem\"]");
+    }
+    let s = b.start();
+    let upstream_ca = s.dir.path().join("upstream-ca.pem").display().to_string();
     let sluice_ca = s.state().join("ca.pem").display().to_string();
     Setup {
         _dns: dns,
@@ -145,14 +141,6 @@ impl Setup {
             );
         }
         a
-    }
-
-    fn requests_to(&self, host: &str) -> usize {
-        self.up
-            .requests()
-            .iter()
-            .filter(|r| r.headers.get("host").is_some_and(|h| h.starts_with(host)))
-            .count()
     }
 }
 
@@ -229,7 +217,7 @@ fn https_page_taints_and_https_post_is_refused() {
         )));
     }
     assert_eq!(
-        t.requests_to("paste.example.com"),
+        t.up.requests_to("paste.example.com"),
         0,
         "the POST never reached upstream"
     );
@@ -278,7 +266,7 @@ fn sni_mismatch_closes_the_tunnel() {
     assert_eq!(t.up.requests().len(), 0);
 
     // A ClientHello without SNI is refused the same way.
-    let mut c = connect_tunnel(&t, &format!("pkgs.example.com:{p}"));
+    let mut c = tunnel(&t.s, &format!("pkgs.example.com:{p}"));
     let mut conn = rustls_client(&t.sluice_ca, "127.0.0.1");
     let hello = {
         let mut buf = Vec::new();
@@ -289,16 +277,6 @@ fn sni_mismatch_closes_the_tunnel() {
     let mut rest = Vec::new();
     let _ = c.read_to_end(&mut rest);
     assert!(rest.is_empty());
-}
-
-fn connect_tunnel(t: &Setup, authority: &str) -> TcpStream {
-    let mut c = TcpStream::connect(t.s.proxy_addr()).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "CONNECT {authority} HTTP/1.1\r\n\r\n").unwrap();
-    let mut buf = [0u8; 256];
-    let n = c.read(&mut buf).unwrap();
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
-    c
 }
 
 /// A rustls client trusting `ca_file`, for `name` (an IP name sends no SNI).
@@ -325,7 +303,7 @@ fn rustls_client(ca_file: &str, name: &str) -> rustls::ClientConnection {
 fn nested_connect_and_absolute_form_to_another_host_are_refused() {
     let t = setup("", true, &default_names());
     let p = t.up.port();
-    let c = connect_tunnel(&t, &format!("pkgs.example.com:{p}"));
+    let c = tunnel(&t.s, &format!("pkgs.example.com:{p}"));
     let conn = rustls_client(&t.sluice_ca, "pkgs.example.com");
     let mut tls = rustls::StreamOwned::new(conn, c);
     write!(
@@ -338,7 +316,7 @@ fn nested_connect_and_absolute_form_to_another_host_are_refused() {
     let a = parse_http(&buf[..n]).unwrap();
     assert_eq!(a.status, 400);
 
-    let c = connect_tunnel(&t, &format!("pkgs.example.com:{p}"));
+    let c = tunnel(&t.s, &format!("pkgs.example.com:{p}"));
     let conn = rustls_client(&t.sluice_ca, "pkgs.example.com");
     let mut tls = rustls::StreamOwned::new(conn, c);
     write!(
