@@ -158,6 +158,7 @@ fn tasks(shared: &Shared) -> serde_json::Value {
                     verdict::ALLOW: count(verdict::ALLOW),
                     verdict::DENY: count(verdict::DENY),
                     verdict::WOULD_DENY: count(verdict::WOULD_DENY),
+                    verdict::ERROR: count(verdict::ERROR),
                 },
             })
         })

@@ -159,7 +159,7 @@ pub struct TaskMetrics {
     /// first use so only series that happened are exported.
     decisions: [std::sync::OnceLock<Counter>; DECISION_SLOTS],
     /// Decisions by verdict alone (for the admin API's totals).
-    verdicts: [std::sync::atomic::AtomicU64; 3],
+    verdicts: [std::sync::atomic::AtomicU64; VERDICTS.len()],
     pub bytes_up: Counter,
     pub bytes_down: Counter,
     pub connections_active: Gauge,
@@ -171,9 +171,9 @@ pub struct TaskMetrics {
 
 type DecisionFamily = Family<DecisionLabels, Counter>;
 
-/// Verdicts (allow, deny, would_deny) × (no rule + every rule).
+/// Verdicts (allow, deny, would_deny, error) × (no rule + every rule).
 const RULE_SLOTS: usize = crate::policy::Rule::ALL.len() + 1;
-const DECISION_SLOTS: usize = 3 * RULE_SLOTS;
+const DECISION_SLOTS: usize = VERDICTS.len() * RULE_SLOTS;
 use crate::policy::verdict::LABELS as VERDICTS;
 
 impl TaskMetrics {

@@ -25,6 +25,9 @@ pub struct Destination {
     pub allowed: u64,
     pub refused: u64,
     pub would_refuse: u64,
+    /// Requests that could not be carried out (decision `error`: DNS or
+    /// upstream failures); nothing was refused.
+    pub failed: u64,
     pub bytes_up: u64,
     pub bytes_down: u64,
     /// Any request to it carried a body.
@@ -42,7 +45,7 @@ pub struct Destination {
 impl Destination {
     /// `!` marks rows that were refused (or would be) or are tainted.
     pub fn flagged(&self) -> bool {
-        self.refused > 0 || self.would_refuse > 0 || self.tainted
+        self.refused > 0 || self.would_refuse > 0 || self.failed > 0 || self.tainted
     }
 }
 
@@ -125,6 +128,7 @@ pub fn build(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<Destin
                 match &*row.decision {
                     verdict::ALLOW => d.allowed += 1,
                     verdict::WOULD_DENY => d.would_refuse += 1,
+                    verdict::ERROR => d.failed += 1,
                     _ => d.refused += 1,
                 }
                 if row.decision == verdict::WOULD_DENY
@@ -153,7 +157,7 @@ pub fn table(rows: &[Destination]) -> String {
         "FIRST SEEN".into(),
         "LAST SEEN".into(),
         "REQUESTS".into(),
-        "ALLOWED/REFUSED/WOULD".into(),
+        "ALLOWED/REFUSED/WOULD/FAILED".into(),
         "UP".into(),
         "DOWN".into(),
         "BODY RULES".into(),
@@ -171,7 +175,10 @@ pub fn table(rows: &[Destination]) -> String {
             d.first_seen.clone(),
             d.last_seen.clone(),
             d.requests.to_string(),
-            format!("{}/{}/{}", d.allowed, d.refused, d.would_refuse),
+            format!(
+                "{}/{}/{}/{}",
+                d.allowed, d.refused, d.would_refuse, d.failed
+            ),
             d.bytes_up.to_string(),
             d.bytes_down.to_string(),
             notes.join(" "),

@@ -74,6 +74,15 @@ impl Rule {
         }
     }
 
+    /// Does this rule say the request could not be carried out (rather
+    /// than that policy refused it)? Logged as decision `error`.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Rule::DnsFailed | Rule::UpstreamFailed | Rule::UpstreamTimeout
+        )
+    }
+
     /// The HTTP status of a refusal under this rule.
     pub fn status(self) -> u16 {
         match self {

@@ -11,8 +11,12 @@ pub const ALLOW: &str = "allow";
 pub const WOULD_DENY: &str = "would_deny";
 /// `decision` in the access log: refused.
 pub const DENY: &str = "deny";
+/// `decision` in the access log: nothing was refused, but the request
+/// could not be carried out (`dns-failed`, `upstream-failed`,
+/// `upstream-timeout`; SPEC §6).
+pub const ERROR: &str = "error";
 /// Every spelling, indexed by [`Verdict::index`].
-pub const LABELS: [&str; 3] = [ALLOW, DENY, WOULD_DENY];
+pub const LABELS: [&str; 4] = [ALLOW, DENY, WOULD_DENY, ERROR];
 
 /// What policy decided. `T` is what an admitted decision carries (the
 /// [`super::Permit`] and checked addresses, or nothing).
@@ -49,10 +53,11 @@ impl<T> Verdict<T> {
         self.refusal().map(|r| r.rule)
     }
 
-    /// Index into [`LABELS`].
+    /// Index into [`LABELS`]. A `Deny` under a failure rule is an error.
     pub fn index(&self) -> usize {
         match self {
             Verdict::Allow(_) => 0,
+            Verdict::Deny(r) if r.rule.is_failure() => 3,
             Verdict::Deny(_) => 1,
             Verdict::WouldDeny(..) => 2,
         }
@@ -124,6 +129,14 @@ mod tests {
                 }
                 Err(got) => assert_eq!((label, got), (DENY, r.clone())),
             }
+        }
+        for rule in Rule::ALL {
+            let v: Verdict = Verdict::Deny(Refusal::new(rule, "x"));
+            let failure = matches!(
+                rule,
+                Rule::DnsFailed | Rule::UpstreamFailed | Rule::UpstreamTimeout
+            );
+            assert_eq!(v.label(), if failure { ERROR } else { DENY }, "{rule}");
         }
         assert_eq!(Verdict::admit(3, None), Verdict::Allow(3));
         assert_eq!(

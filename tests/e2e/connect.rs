@@ -129,6 +129,10 @@ fn connect_to_dead_upstream_is_502_before_200() {
     assert!(String::from_utf8_lossy(&a.body).contains("cannot connect"));
     let row = last_row_for(&s, "t", "pkgs.example.com");
     assert_eq!(row["rule"], "upstream-failed");
+    assert_eq!(
+        row["decision"], "error",
+        "a failure, not a refusal (SPEC §6)"
+    );
 }
 
 #[test]

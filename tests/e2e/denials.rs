@@ -235,9 +235,11 @@ fn dns_failure_is_502() {
     assert!(String::from_utf8_lossy(&a.body).contains("does not resolve"));
     assert!(dns.queries() >= 1, "the configured resolver was asked");
     assert_eq!(up.conns(), 0);
+    let row = last_row_for(&s, "t", "nxdomain.example.com");
+    assert_eq!(row["rule"], "dns-failed");
     assert_eq!(
-        last_row_for(&s, "t", "nxdomain.example.com")["rule"],
-        "dns-failed"
+        row["decision"], "error",
+        "a failure, not a refusal (SPEC §6)"
     );
 }
 

@@ -118,6 +118,7 @@ fn upstream_reset_mid_response_and_mid_upload() {
     assert_refused(&a, 502, "upstream-failed");
     let row = last_row_for(&s, "t", "paste.example.com");
     assert_eq!(row["rule"], "upstream-failed");
+    assert_eq!(row["decision"], "error");
     assert_eq!(row["status"], 502);
     assert_eq!(row["bytes_down"], 0);
     // sluice keeps serving, and logged both exchanges.

@@ -69,6 +69,13 @@ fn connection_cap_answers_503() {
         },
     );
     assert_refused(&a, 503, "over-capacity");
+    // The refusal is logged like any other (the request was never read,
+    // so the row names no destination).
+    let row = row_where(&s, "t", "-", |r| r["rule"] == "over-capacity");
+    assert_eq!(
+        (row["decision"].as_str(), row["status"].as_u64()),
+        (Some("deny"), Some(503))
+    );
     drop(held);
     let url = format!("http://pkgs.example.com:{}/", up.port());
     eventually("capacity comes back", Duration::from_secs(5), || {

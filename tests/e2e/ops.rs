@@ -373,7 +373,7 @@ fn report_lists_destinations_with_counts() {
         .find(|l| l.contains(&format!("pkgs.example.com:{p}")))
         .expect(&text);
     assert!(
-        !pkgs.starts_with('!') && pkgs.contains(" 3 ") && pkgs.contains("3/0/0"),
+        !pkgs.starts_with('!') && pkgs.contains(" 3 ") && pkgs.contains("3/0/0/0"),
         "{pkgs}"
     );
     let other = text
@@ -381,7 +381,7 @@ fn report_lists_destinations_with_counts() {
         .find(|l| l.contains(&format!("other.example.com:{p}")))
         .expect(&text);
     assert!(
-        other.starts_with('!') && other.contains("0/1/0") && other.contains("not-allowed"),
+        other.starts_with('!') && other.contains("0/1/0/0") && other.contains("not-allowed"),
         "{other}"
     );
     let out = s.report(&["--json", "--task", "t"]);
