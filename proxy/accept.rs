@@ -105,6 +105,7 @@ fn refuse_over_capacity(mut stream: Stream, task: &TaskRuntime, shared: &Shared,
         body: false,
         started: Instant::now(),
         generation: shared.snapshot.load().generation,
+        note: None,
     };
     let status = refusal.rule.status();
     write_row(

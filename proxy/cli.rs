@@ -57,6 +57,22 @@ pub enum Command {
         #[arg(long)]
         to: String,
     },
+    /// Print what a task's shell needs to use sluice: proxy variables (both
+    /// cases), NO_PROXY cleared, and every common tool pointed at the CA
+    /// bundle. Use as: eval "$(sluice env)".
+    Env {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The task (default: the config's only task).
+        #[arg(long)]
+        task: Option<String>,
+        /// The proxy URL the task uses, when it is not the listener's own
+        /// address (a sidecar's service name, say).
+        #[arg(long)]
+        proxy: Option<String>,
+        #[arg(long, value_enum, default_value = "sh")]
+        shell: crate::clientenv::Shell,
+    },
     /// Create or print the interception CA (PEM).
     Ca {
         #[command(subcommand)]
@@ -128,6 +144,21 @@ pub fn execute(cli: Cli) -> ExitCode {
             }
         }
         Command::Ca { action } => ca(action),
+        Command::Env {
+            config,
+            task,
+            proxy,
+            shell,
+        } => match client_env(config.as_deref(), task.as_deref(), proxy) {
+            Ok(env) => {
+                print!("{}", env.render(shell));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                ExitCode::from(1)
+            }
+        },
         Command::Forward { listen, to } => {
             let parsed = crate::guest_relay::parse(&listen)
                 .and_then(|l| crate::guest_relay::parse(&to).map(|t| (l, t)));
@@ -170,6 +201,59 @@ pub fn execute(cli: Cli) -> ExitCode {
             }
         },
     }
+}
+
+/// `sluice env`: the task's proxy and, when it intercepts, the CA bundle
+/// (written now, beside the CA, so it holds the CA in use).
+fn client_env(
+    config: Option<&std::path::Path>,
+    task: Option<&str>,
+    proxy: Option<String>,
+) -> Result<crate::clientenv::Env, String> {
+    let snap = config::load(config, 1).map_err(|e| e.to_string())?;
+    let ids: Vec<&str> = snap.tasks.iter().map(|t| t.id.as_str()).collect();
+    let t = match task {
+        Some(id) => snap
+            .task(id)
+            .ok_or_else(|| format!("no task {id:?} in the config (tasks: {})", ids.join(", ")))?,
+        None if snap.tasks.len() == 1 => &snap.tasks[0],
+        None => {
+            return Err(format!(
+                "the config has {} tasks; pass --task (one of: {})",
+                ids.len(),
+                ids.join(", ")
+            ))
+        }
+    };
+    let (url, notes) = match (proxy, t.listen.first()) {
+        (Some(p), _) => (p, vec![]),
+        (None, Some(l)) => crate::clientenv::proxy_for(l)?,
+        (None, None) => return Err(format!("task {:?} has no listener", t.id)),
+    };
+    let ca = if t.intercept == Intercept::All {
+        let ca = crate::tls::ca::cert_path(&snap.state_dir);
+        if !ca.exists() {
+            return Err(format!(
+                "task {:?} intercepts TLS but there is no CA in {} yet: start sluice once, or run `sluice ca init`",
+                t.id,
+                snap.state_dir.display()
+            ));
+        }
+        let (bundle, from) =
+            crate::tls::bundle::write(&snap.state_dir).map_err(|e| e.to_string())?;
+        if from.is_none() {
+            eprintln!("sluice: no system CA store found; the bundle holds only sluice's CA, so passthrough hosts will not verify with it");
+        }
+        Some((ca.display().to_string(), bundle.display().to_string()))
+    } else {
+        None
+    };
+    Ok(crate::clientenv::Env {
+        task: t.id.clone(),
+        proxy: url,
+        ca,
+        notes,
+    })
 }
 
 fn report(state: &StateArgs, task: Option<&str>, json: bool, allow_list: bool) -> ExitCode {
@@ -230,15 +314,16 @@ fn ca(action: CaAction) -> ExitCode {
         }
     };
     let result = match init {
-        Some(force) => ca::init(&dir, force).map(|_| {
-            let pem = ca::cert_path(&dir);
-            format!(
-                "created {} and {} (0600)\ntrust it inside the task: curl --cacert, SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, PIP_CERT or git -c http.sslCAInfo={}\n",
-                pem.display(),
-                ca::key_path(&dir).display(),
-                pem.display()
-            )
-        }),
+        Some(force) => ca::init(&dir, force)
+            .and_then(|_| crate::tls::bundle::write(&dir))
+            .map(|(bundle, _)| {
+                format!(
+                    "created {} (0644), {} (0600) and the bundle {} (system roots + the CA, 0644)\nset a task's tools up with: eval \"$(sluice env)\"\n",
+                    ca::cert_path(&dir).display(),
+                    ca::key_path(&dir).display(),
+                    bundle.display()
+                )
+            }),
         None => ca::show(&dir),
     };
     match result {

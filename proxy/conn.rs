@@ -111,6 +111,7 @@ async fn connect(
         body: true,
         started,
         generation: snap.generation,
+        note: None,
     };
     let target = match connect_target(&req, raw.as_deref()) {
         Ok(t) => t,

@@ -75,6 +75,8 @@ pub struct Exchange {
     pub body: bool,
     pub started: Instant,
     pub generation: u64,
+    /// What else the row should say (`log::CLIENT_TLS_FAILED`).
+    pub note: Option<&'static str>,
 }
 
 /// Writes the one access-log row of an exchange and counts it in the
@@ -109,6 +111,7 @@ pub fn write_row(
             .and_then(|r| r.tainted_by.as_ref())
             .map(TaintedBy::from),
         generation: ex.generation,
+        note: ex.note.map(Into::into),
     };
     shared.log.access(&rec);
     let m = &task.metrics;
@@ -171,6 +174,7 @@ impl ConnCtx {
             body: false,
             started: Instant::now(),
             generation: self.shared.snapshot.load().generation,
+            note: None,
         };
         tracing::info!(task = %self.task.id, client = %self.client, target = %raw.target,
             rule = "bad-target", "refused: {}", raw.refusal.reason);

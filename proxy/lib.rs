@@ -3,7 +3,8 @@
 //! The modules, top to bottom (a module names only modules below it;
 //! ARCHITECTURE.md has the request's path):
 //!
-//! - [`cli`], [`report`], [`guest_relay`]: the `sluice` subcommands.
+//! - [`cli`], [`report`], [`guest_relay`], [`clientenv`]: the `sluice`
+//!   subcommands.
 //! - [`server`]: start-up and graceful shutdown; wires the layers.
 //! - [`admin`]: the admin API (health, metrics, tasks, taint, reload).
 //! - [`reload`]: validate a new config whole, swap it in, revoke what it
@@ -33,6 +34,7 @@
 pub mod accept;
 pub mod admin;
 pub mod cli;
+pub mod clientenv;
 pub mod config;
 pub mod conn;
 pub mod dns;

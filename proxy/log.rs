@@ -54,6 +54,9 @@ impl From<&Provenance> for TaintedBy {
     }
 }
 
+/// `note` of a CONNECT row whose client refused sluice's certificate.
+pub const CLIENT_TLS_FAILED: &str = "client-tls-failed";
+
 /// One line of `access.jsonl` (SPEC §6). The writer and `report` (the
 /// reader) share this type, so the schema is written down once.
 #[derive(Debug, Serialize, Deserialize)]
@@ -84,6 +87,10 @@ pub struct AccessRecord {
     /// Config generation the decision was made under.
     #[serde(default)]
     pub generation: u64,
+    /// What else a person reading the row should know
+    /// ([`CLIENT_TLS_FAILED`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<Cow<'static, str>>,
 }
 
 enum Msg {

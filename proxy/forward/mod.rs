@@ -53,6 +53,7 @@ pub async fn forward(
         body: exchange::carries_body(req.headers()),
         started,
         generation: snap.generation,
+        note: None,
     };
     let Some(task) = ctx.task_config(snap) else {
         return ctx.refuse(&ex, exchange::task_gone());

@@ -51,6 +51,15 @@ impl Scheme {
     }
 }
 
+/// How a served tunnel ended, as far as its row is concerned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Served {
+    Done,
+    /// The client's TLS handshake with sluice failed (an untrusted CA or a
+    /// pinned certificate).
+    ClientTlsFailed,
+}
+
 /// One served tunnel.
 pub struct Session {
     pub ctx: Arc<ConnCtx>,
@@ -75,20 +84,24 @@ impl Session {
         limits: &Limits,
         bytes: &RelayBytes,
         stop: CancellationToken,
-    ) where
+    ) -> Served
+    where
         IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
         match self.scheme {
             Scheme::Http => {
                 let h2 = self.h2c;
-                self.serve_http(io, h2, limits, bytes, stop).await
+                self.serve_http(io, h2, limits, bytes, stop).await;
+                Served::Done
             }
             Scheme::Https => {
-                let Some(tls) = self.handshake(io, limits).await else {
-                    return;
+                let tls = match self.handshake(io, limits).await {
+                    Ok(tls) => tls,
+                    Err(served) => return served,
                 };
                 let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                self.serve_http(tls, h2, limits, bytes, stop).await
+                self.serve_http(tls, h2, limits, bytes, stop).await;
+                Served::Done
             }
         }
     }
@@ -97,24 +110,25 @@ impl Session {
         &self,
         io: IO,
         limits: &Limits,
-    ) -> Option<tokio_rustls::server::TlsStream<IO>>
+    ) -> Result<tokio_rustls::server::TlsStream<IO>, Served>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let server = self.tls.clone()?;
+        let server = self.tls.clone().ok_or(Served::Done)?;
         let acceptor = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
-        let start = tokio::time::timeout(limits.header_timeout, acceptor)
-            .await
-            .ok()?
-            .ok()?;
+        let start = match tokio::time::timeout(limits.header_timeout, acceptor).await {
+            Ok(Ok(start)) => start,
+            _ => return Err(Served::Done),
+        };
         match tokio::time::timeout(limits.header_timeout, start.into_stream(server)).await {
-            Ok(Ok(s)) => Some(s),
+            Ok(Ok(s)) => Ok(s),
             Ok(Err(e)) => {
-                tracing::info!(task = %self.ctx.task.id, host = %self.target.host, error = %e,
-                    "client TLS handshake failed: does the client trust sluice's CA? (sluice ca show)");
-                None
+                let host = &self.target.host;
+                tracing::warn!(task = %self.ctx.task.id, host = %host, error = %e,
+                    "the client refused sluice's certificate for {host}: it does not trust sluice's CA (set its shell up with: eval \"$(sluice env)\") or it pins the certificate (list {host} in the task's passthrough)");
+                Err(Served::ClientTlsFailed)
             }
-            Err(_) => None,
+            Err(_) => Err(Served::Done),
         }
     }
 
@@ -203,6 +217,7 @@ impl Session {
             body: exchange::carries_body(req.headers()),
             started: Instant::now(),
             generation: snap.generation,
+            note: None,
         };
         let Some(task) = ctx.task_config(&snap) else {
             return ctx.refuse(&ex, exchange::task_gone());

@@ -92,7 +92,11 @@ pub async fn tunnel_session(ctx: Arc<ConnCtx>, client: ClientIo, t: Tunnel) {
             h2c,
             tls,
         };
-        Box::pin(session.serve(io, &limits, &bytes, stop)).await;
+        if Box::pin(session.serve(io, &limits, &bytes, stop)).await
+            == inner::Served::ClientTlsFailed
+        {
+            row.ex.note = Some(crate::log::CLIENT_TLS_FAILED);
+        }
     }
 }
 

@@ -570,3 +570,27 @@ fn facts<'a>(own: &'a OwnAddrs, taint: &'a TaintState, carries_body: bool) -> Fa
         carries_body,
     }
 }
+
+#[test]
+fn rule_ids_and_statuses_are_the_contract() {
+    // SPEC §4: each rule's id and HTTP status.
+    let table = [
+        (Rule::BadTarget, "bad-target", 400),
+        (Rule::IpLiteral, "ip-literal", 403),
+        (Rule::NotAllowed, "not-allowed", 403),
+        (Rule::HostMismatch, "host-mismatch", 403),
+        (Rule::SniMismatch, "sni-mismatch", 403),
+        (Rule::PrivateAddress, "private-address", 403),
+        (Rule::UntrustedTarget, "untrusted-target", 403),
+        (Rule::DnsFailed, "dns-failed", 502),
+        (Rule::UpstreamFailed, "upstream-failed", 502),
+        (Rule::UpstreamTimeout, "upstream-timeout", 504),
+        (Rule::OverCapacity, "over-capacity", 503),
+    ];
+    assert_eq!(table.len(), Rule::ALL.len());
+    for (rule, id, status) in table {
+        assert_eq!(rule.as_str(), id);
+        assert_eq!(rule.to_string(), id, "Display is the id");
+        assert_eq!(rule.status(), status, "{id}");
+    }
+}

@@ -6,6 +6,7 @@
 //! `upstream`) or decide whether a tunnel is intercepted (that is
 //! `policy::intercepts`).
 
+pub mod bundle;
 pub mod ca;
 
 use std::path::PathBuf;
@@ -129,13 +130,15 @@ pub fn for_snapshot(snapshot: &Snapshot, current: Option<&Tls>) -> Result<Tls, T
     let loaded = if intercepting {
         let provider = rustls::crypto::aws_lc_rs::default_provider();
         let (ca, created) = Ca::load_or_create(&snapshot.state_dir, &provider)?;
-        if created {
-            let pem = ca::cert_path(&snapshot.state_dir);
-            tracing::info!(
-                ca = %pem.display(),
-                "created the interception CA. Trust it inside the task: curl --cacert {p}; SSL_CERT_FILE={p}; NODE_EXTRA_CA_CERTS={p}; PIP_CERT={p}; git -c http.sslCAInfo={p}",
-                p = pem.display()
-            );
+        // The bundle a task's tools trust, rewritten at every start so it
+        // holds the CA in use and the machine's current roots.
+        match bundle::write(&snapshot.state_dir) {
+            Ok((path, _)) if created => tracing::info!(
+                ca = %ca::cert_path(&snapshot.state_dir).display(), bundle = %path.display(),
+                "created the interception CA; set a task's tools up with: eval \"$(sluice env)\""
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot write the CA bundle for tasks"),
         }
         Some(ca)
     } else {

@@ -5,6 +5,7 @@
 
 mod adversary;
 mod check;
+mod clients;
 mod connect;
 mod denials;
 mod evasion;

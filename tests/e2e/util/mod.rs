@@ -7,6 +7,7 @@
 //! - `config`: test configs and `SluiceBuilder`, which starts sluice on one.
 //! - `client`: curl, raw sockets, CONNECT tunnels and npm as clients.
 //! - `http`: parsing answers and asserting refusals.
+//! - `tlsca`: a test CA and the TLS server configs it signs.
 //! - `wait`: bounded polling (`eventually`, `wait_for`), the only way a
 //!   test waits.
 //!
@@ -18,6 +19,7 @@ mod config;
 mod dns;
 mod harness;
 mod http;
+mod tlsca;
 mod upstream;
 mod wait;
 
@@ -26,5 +28,6 @@ pub use config::*;
 pub use dns::*;
 pub use harness::*;
 pub use http::*;
+pub use tlsca::*;
 pub use upstream::*;
 pub use wait::*;
