@@ -17,12 +17,16 @@ use crate::config::ListenAddr;
 use crate::exchange::{write_row, ConnCtx, ConnSlot, Exchange};
 use crate::listener::{accept, Bound, Stream};
 use crate::log::Kind;
-use crate::policy::{Refusal, Rule, Verdict};
+use crate::policy::{self, Refusal, Rule, Verdict};
 use crate::respond;
 use crate::state::{ListenerHandle, Shared, TaskRuntime};
 
 /// Starts the accept loop of a bound listener of `task`.
 pub fn spawn(shared: &Arc<Shared>, addr: ListenAddr, bound: Bound, task: &str) {
+    let peer = match addr {
+        ListenAddr::Vsock { peer, .. } => peer,
+        _ => None,
+    };
     let stop = shared.shutdown.child_token();
     let owner: Arc<ArcSwap<String>> = Arc::new(ArcSwap::from_pointee(task.to_string()));
     let handle = ListenerHandle {
@@ -36,7 +40,7 @@ pub fn spawn(shared: &Arc<Shared>, addr: ListenAddr, bound: Bound, task: &str) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(addr, handle);
-    tokio::spawn(run(bound, owner, shared.clone(), stop));
+    tokio::spawn(run(bound, owner, shared.clone(), stop, peer));
 }
 
 /// Accepts until `stop` (shutdown, or a reload removing the listener).
@@ -47,6 +51,7 @@ async fn run(
     owner: Arc<arc_swap::ArcSwap<String>>,
     shared: Arc<Shared>,
     stop: CancellationToken,
+    peer: Option<u32>,
 ) {
     loop {
         let accepted = tokio::select! {
@@ -54,7 +59,16 @@ async fn run(
             a = accept(&listener) => a,
         };
         let (stream, client) = match accepted {
-            Ok(x) => x,
+            // On vsock, task identity is the listener and the peer CID.
+            Ok(a) => match policy::decide_peer(peer, a.vsock_cid) {
+                Ok(()) => (a.stream, a.client),
+                Err(refusal) => {
+                    if let Some(task) = shared.task_runtime(&owner.load()) {
+                        refuse_at_accept(a.stream, &task, &shared, a.client, refusal);
+                    }
+                    continue;
+                }
+            },
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
                 tracing::warn!(listen = %listener, error = %e, "accept failed");
@@ -67,7 +81,14 @@ async fn run(
             continue;
         };
         let Ok(permit) = task.conns.clone().try_acquire_owned() else {
-            refuse_over_capacity(stream, &task, &shared, client);
+            let refusal = Refusal::new(
+                Rule::OverCapacity,
+                format!(
+                    "the task already has {} open connections; retry later",
+                    shared.snapshot.load().limits.max_connections_per_task
+                ),
+            );
+            refuse_at_accept(stream, &task, &shared, client, refusal);
             continue;
         };
         let ctx = Arc::new(ConnCtx {
@@ -83,17 +104,18 @@ async fn run(
     }
 }
 
-/// Answers a connection past the task's cap with 503 and logs it. The
-/// request is not read: the row names no destination.
-fn refuse_over_capacity(mut stream: Stream, task: &TaskRuntime, shared: &Shared, client: Arc<str>) {
-    let refusal = Refusal::new(
-        Rule::OverCapacity,
-        format!(
-            "the task already has {} open connections; retry later",
-            shared.snapshot.load().limits.max_connections_per_task
-        ),
-    );
-    tracing::warn!(task = %task.id, client = %client, "connection limit reached; refusing with 503");
+/// Answers a connection refused before its request is read (past the
+/// task's cap, or from the wrong vsock peer) and logs it: the row names no
+/// destination.
+fn refuse_at_accept(
+    mut stream: Stream,
+    task: &TaskRuntime,
+    shared: &Shared,
+    client: Arc<str>,
+    refusal: Refusal,
+) {
+    tracing::warn!(task = %task.id, client = %client, rule = refusal.rule.as_str(),
+        "connection refused: {}", refusal.reason);
     let bytes = respond::raw_refusal(&task.id, &refusal);
     let ex = Exchange {
         kind: Kind::Http,

@@ -61,14 +61,23 @@ fn method_not_allowed(allow: &'static str) -> Response<Body> {
     r
 }
 
-/// Serves the admin API until shutdown.
-pub async fn run(listener: Bound, shared: Arc<Shared>) {
+/// Which routes a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything: the admin API (`[admin] listen`).
+    Full,
+    /// `/metrics` and `/healthz` only (`[admin] metrics_listen`).
+    MetricsOnly,
+}
+
+/// Serves the admin API (or its read-only part) until shutdown.
+pub async fn run(listener: Bound, shared: Arc<Shared>, scope: Scope) {
     loop {
         let accepted = tokio::select! {
             _ = shared.shutdown.cancelled() => break,
             a = crate::listener::accept(&listener) => a,
         };
-        let Ok((stream, _)) = accepted else {
+        let Ok(crate::listener::Accepted { stream, .. }) = accepted else {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         };
@@ -76,7 +85,12 @@ pub async fn run(listener: Bound, shared: Arc<Shared>) {
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let shared = shared.clone();
-                async move { Ok::<_, Infallible>(route(&shared, req).await) }
+                async move {
+                    Ok::<_, Infallible>(match scope {
+                        Scope::Full => route(&shared, req).await,
+                        Scope::MetricsOnly => metrics_only(&shared, req),
+                    })
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -87,6 +101,27 @@ pub async fn run(listener: Bound, shared: Arc<Shared>) {
     }
     if let Bound::Unix(_, path) = &listener {
         let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The read-only listener: health and metrics, nothing that reveals a
+/// task's allow-list or taint set, nothing that changes anything.
+fn metrics_only(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().trim_end_matches('/');
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return method_not_allowed("GET");
+    }
+    match path {
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/metrics" => reply(
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            shared.metrics.render(),
+        ),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "this listener serves only GET /metrics and /healthz; the admin API is on [admin] listen\n",
+        ),
     }
 }
 

@@ -34,7 +34,7 @@ pub async fn connect(to: &ListenAddr) -> std::io::Result<Box<dyn Io>> {
             Box::new(s)
         }
         ListenAddr::Unix(p) => Box::new(UnixStream::connect(p).await?),
-        ListenAddr::Vsock { cid, port } => Box::new(
+        ListenAddr::Vsock { cid, port, .. } => Box::new(
             tokio_vsock::VsockStream::connect(tokio_vsock::VsockAddr::new(*cid, *port)).await?,
         ),
     })
@@ -59,7 +59,7 @@ pub async fn run(listen: ListenAddr, to: ListenAddr) -> anyhow::Result<()> {
             _ = tokio::signal::ctrl_c() => break,
         };
         let (mut client, peer) = match accepted {
-            Ok(x) => x,
+            Ok(a) => (a.stream, a.client),
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -92,7 +92,11 @@ mod tests {
     fn endpoints_parse() {
         assert_eq!(
             parse("vsock:2:1080").unwrap(),
-            ListenAddr::Vsock { cid: 2, port: 1080 }
+            ListenAddr::Vsock {
+                cid: 2,
+                port: 1080,
+                peer: None
+            }
         );
         assert_eq!(
             parse("tcp:127.0.0.1:3128").unwrap(),
@@ -110,15 +114,15 @@ mod tests {
     async fn vsock_listener_binds_where_the_kernel_has_vsock() {
         // Binding needs only AF_VSOCK; a connection needs a transport
         // (vsock_loopback or a hypervisor), which CI may not have.
-        match listener::bind(&ListenAddr::Vsock {
+        // This machine kind (and CI) has AF_VSOCK; a failure here is real.
+        let b = listener::bind(&ListenAddr::Vsock {
             cid: u32::MAX,
             port: 47_811,
+            peer: None,
         })
         .await
-        {
-            Ok(b) => assert!(b.to_string().starts_with("vsock:")),
-            Err(e) => eprintln!("vsock not available here ({e}); the bind path was exercised"),
-        }
+        .expect("AF_VSOCK bind (needs /dev/vsock)");
+        assert!(b.to_string().starts_with("vsock:"));
     }
 
     #[tokio::test]

@@ -117,7 +117,7 @@ pub async fn bind_with_mode(addr: &ListenAddr, unix_mode: u32) -> std::io::Resul
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(unix_mode))?;
             Ok(Bound::Unix(l, path.clone()))
         }
-        ListenAddr::Vsock { cid, port } => {
+        ListenAddr::Vsock { cid, port, .. } => {
             let cid = if *cid == u32::MAX {
                 tokio_vsock::VMADDR_CID_ANY
             } else {
@@ -133,20 +133,41 @@ pub async fn bind_with_mode(addr: &ListenAddr, unix_mode: u32) -> std::io::Resul
 /// A stream from any listener kind.
 pub type Stream = Box<dyn Io>;
 
-pub async fn accept(l: &Bound) -> std::io::Result<(Stream, Arc<str>)> {
+pub async fn accept(l: &Bound) -> std::io::Result<Accepted> {
     match l {
         Bound::Tcp(l) => {
             let (s, peer) = l.accept().await?;
             let _ = s.set_nodelay(true);
-            Ok((Box::new(s), peer.to_string().into()))
+            Ok(Accepted {
+                stream: Box::new(s),
+                client: peer.to_string().into(),
+                vsock_cid: None,
+            })
         }
         Bound::Unix(l, _) => {
             let (s, _) = l.accept().await?;
-            Ok((Box::new(s), "unix".into()))
+            Ok(Accepted {
+                stream: Box::new(s),
+                client: "unix".into(),
+                vsock_cid: None,
+            })
         }
         Bound::Vsock(l) => {
             let (s, peer) = l.accept().await?;
-            Ok((Box::new(s), format!("vsock:{}", peer.cid()).into()))
+            Ok(Accepted {
+                stream: Box::new(s),
+                client: format!("vsock:{}", peer.cid()).into(),
+                vsock_cid: Some(peer.cid()),
+            })
         }
     }
+}
+
+/// An accepted connection and who is on the other end.
+pub struct Accepted {
+    pub stream: Stream,
+    /// `ip:port`, `unix` or `vsock:CID`, for logs.
+    pub client: Arc<str>,
+    /// The peer's CID, for a vsock listener.
+    pub vsock_cid: Option<u32>,
 }

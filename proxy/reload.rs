@@ -162,6 +162,10 @@ async fn prepare(shared: &Shared) -> Result<Prepared, ReloadError> {
         tracing::warn!("admin.listen changed; it takes effect only after a restart");
         new.admin = old.admin.clone();
     }
+    if new.metrics_listen != old.metrics_listen {
+        tracing::warn!("admin.metrics_listen changed; it takes effect only after a restart");
+        new.metrics_listen = old.metrics_listen.clone();
+    }
     let resolver = if new.resolver != old.resolver {
         Some(Arc::new(Resolver::new(&new.resolver)?))
     } else {

@@ -86,7 +86,8 @@ pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> Result<(),
         ..OwnAddrs::default()
     };
     let bound = bind_tasks(&snapshot, &mut own).await?;
-    let (admin, admin_own) = bind_admin(&snapshot, &mut own).await?;
+    let (admin, mut admin_own) = bind_admin(&snapshot, &mut own).await?;
+    let metrics_listener = bind_metrics(&snapshot, &mut own, &mut admin_own).await?;
     let tasks = snapshot
         .tasks
         .iter()
@@ -121,7 +122,12 @@ pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> Result<(),
     for (addr, b, task) in bound {
         crate::accept::spawn(&shared, addr, b, &task);
     }
-    let admin_task = admin.map(|b| tokio::spawn(crate::admin::run(b, shared.clone())));
+    use crate::admin::Scope;
+    let admin_task = admin.map(|b| tokio::spawn(crate::admin::run(b, shared.clone(), Scope::Full)));
+    if let Some(b) = metrics_listener {
+        tokio::spawn(crate::admin::run(b, shared.clone(), Scope::MetricsOnly));
+    }
+    notify_ready();
     let watcher = crate::reload::watch(shared.clone());
     signals.wait(&shared).await;
     drop(watcher);
@@ -172,6 +178,54 @@ async fn bind_admin(
     b.record_own(&mut admin_own);
     tracing::info!(admin = %b, "admin API listening");
     Ok((Some(b), admin_own))
+}
+
+/// Binds the read-only metrics listener, if configured.
+async fn bind_metrics(
+    snapshot: &Snapshot,
+    own: &mut OwnAddrs,
+    admin_own: &mut OwnAddrs,
+) -> Result<Option<Bound>, StartError> {
+    let Some(addr) = &snapshot.metrics_listen else {
+        return Ok(None);
+    };
+    let b = listener::bind(addr)
+        .await
+        .map_err(|source| StartError::Listen {
+            who: "admin.metrics_listen".into(),
+            addr: addr.to_string(),
+            source,
+        })?;
+    b.record_own(own);
+    b.record_own(admin_own);
+    tracing::info!(metrics = %b, "metrics listening (/metrics and /healthz only)");
+    Ok(Some(b))
+}
+
+/// Tells systemd (`Type=notify`) that sluice is ready: every listener is
+/// bound. Does nothing outside systemd.
+fn notify_ready() {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let sent = (|| -> std::io::Result<()> {
+        let sock = std::os::unix::net::UnixDatagram::unbound()?;
+        let bytes = path.as_encoded_bytes();
+        match bytes.strip_prefix(b"@") {
+            Some(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+                sock.send_to_addr(b"READY=1\n", &addr)?;
+            }
+            None => {
+                sock.send_to(b"READY=1\n", &path)?;
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = sent {
+        tracing::warn!(error = %e, "cannot notify systemd that sluice is ready");
+    }
 }
 
 /// Stops accepting, lets what is in flight finish for `drain`, then

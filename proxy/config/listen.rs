@@ -13,7 +13,13 @@ use std::path::{Path, PathBuf};
 pub enum ListenAddr {
     Tcp(SocketAddr),
     Unix(PathBuf),
-    Vsock { cid: u32, port: u32 },
+    /// `cid` is the local CID to bind (`u32::MAX`: any); `peer`, when set,
+    /// is the only guest CID whose connections the listener accepts.
+    Vsock {
+        cid: u32,
+        port: u32,
+        peer: Option<u32>,
+    },
 }
 
 impl fmt::Display for ListenAddr {
@@ -21,15 +27,24 @@ impl fmt::Display for ListenAddr {
         match self {
             ListenAddr::Tcp(a) => write!(f, "tcp:{a}"),
             ListenAddr::Unix(p) => write!(f, "unix:{}", p.display()),
-            ListenAddr::Vsock { cid, port } if *cid == u32::MAX => write!(f, "vsock:{port}"),
-            ListenAddr::Vsock { cid, port } => write!(f, "vsock:{cid}:{port}"),
+            ListenAddr::Vsock { cid, port, peer } => {
+                f.write_str("vsock:")?;
+                if *cid != u32::MAX {
+                    write!(f, "{cid}:")?;
+                }
+                write!(f, "{port}")?;
+                match peer {
+                    Some(p) => write!(f, "@{p}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
 
 impl ListenAddr {
     /// Parses `tcp:IP:PORT`, `unix:PATH` (relative to `base`), `vsock:PORT`
-    /// or `vsock:CID:PORT`.
+    /// or `vsock:CID:PORT`, either with `@PEER`: the guest CID it accepts.
     pub fn parse(s: &str, base: &Path) -> Result<ListenAddr, String> {
         if let Some(rest) = s.strip_prefix("tcp:") {
             return rest
@@ -44,25 +59,56 @@ impl ListenAddr {
             return Ok(ListenAddr::Unix(base.join(rest)));
         }
         if let Some(rest) = s.strip_prefix("vsock:") {
-            let parts: Vec<&str> = rest.split(':').collect();
             let num = |p: &str| {
                 p.parse::<u32>()
                     .map_err(|_| format!("{p:?} is not a number"))
             };
+            let (addr, peer) = match rest.split_once('@') {
+                Some((a, p)) => (a, Some(num(p)?)),
+                None => (rest, None),
+            };
+            let parts: Vec<&str> = addr.split(':').collect();
             return match parts.as_slice() {
                 [port] => Ok(ListenAddr::Vsock {
                     cid: u32::MAX,
                     port: num(port)?,
+                    peer,
                 }),
                 [cid, port] => Ok(ListenAddr::Vsock {
                     cid: num(cid)?,
                     port: num(port)?,
+                    peer,
                 }),
-                _ => Err("expected vsock:PORT or vsock:CID:PORT".into()),
+                _ => Err("expected vsock:PORT or vsock:CID:PORT, optionally @PEER_CID".into()),
             };
         }
         Err(format!(
             "{s:?} must start with tcp:, unix: or vsock: (e.g. \"tcp:127.0.0.1:3128\")"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vsock_spellings_round_trip() {
+        for (text, want) in [
+            ("vsock:1024", (u32::MAX, 1024, None)),
+            ("vsock:3:1024", (3, 1024, None)),
+            ("vsock:1024@7", (u32::MAX, 1024, Some(7))),
+            ("vsock:3:1024@7", (3, 1024, Some(7))),
+        ] {
+            let a = ListenAddr::parse(text, Path::new(".")).unwrap();
+            let ListenAddr::Vsock { cid, port, peer } = a.clone() else {
+                panic!("{text}");
+            };
+            assert_eq!((cid, port, peer), want, "{text}");
+            assert_eq!(a.to_string(), text);
+        }
+        for bad in ["vsock:1024@", "vsock:1024@x", "vsock:1:2:3", "vsock:@3"] {
+            assert!(ListenAddr::parse(bad, Path::new(".")).is_err(), "{bad}");
+        }
     }
 }

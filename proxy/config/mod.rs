@@ -160,6 +160,9 @@ pub struct Snapshot {
     /// Mode task unix sockets are created with (the admin socket is 0600).
     pub unix_mode: u32,
     pub admin: Option<ListenAddr>,
+    /// `[admin] metrics_listen`: a read-only TCP listener serving only
+    /// `/metrics` and `/healthz` (for Prometheus and probes).
+    pub metrics_listen: Option<ListenAddr>,
     pub resolver: ResolverSettings,
     pub extra_roots: Vec<PathBuf>,
     pub limits: Limits,

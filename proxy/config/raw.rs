@@ -28,6 +28,7 @@ pub struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: Option<S<String>>,
+    pub metrics_listen: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

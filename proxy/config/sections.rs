@@ -41,11 +41,13 @@ impl Validator<'_> {
             .unwrap_or_else(|| base.join("sluice-state"));
         let unix_mode = self.unix_mode(raw.unix_mode.as_ref());
         let admin = self.admin(raw.admin.as_ref(), base);
+        let metrics_listen = self.metrics_listen(raw.admin.as_ref(), base);
         let resolver = self.resolver(raw.resolver.as_ref());
         let extra_roots = extra_roots(raw.upstream.as_ref(), base);
         let limits = self.limits(raw.limits.as_ref());
         let logs = self.logs(raw.logs.as_ref());
-        let tasks = self.tasks(&raw.task, base, admin.as_ref());
+        let own: Vec<&ListenAddr> = admin.iter().chain(metrics_listen.iter()).collect();
+        let tasks = self.tasks(&raw.task, base, &own);
         Snapshot {
             generation,
             fingerprint: 0,
@@ -53,6 +55,7 @@ impl Validator<'_> {
             state_dir,
             unix_mode,
             admin,
+            metrics_listen,
             resolver,
             extra_roots,
             limits,
@@ -76,6 +79,27 @@ impl Validator<'_> {
                     0o660
                 }
             },
+        }
+    }
+
+    /// `[admin] metrics_listen`: tcp: only (a scraper reaches it over the
+    /// network; the admin API itself stays on its own listener).
+    fn metrics_listen(&mut self, admin: Option<&RawAdmin>, base: &Path) -> Option<ListenAddr> {
+        let s = admin.and_then(|a| a.metrics_listen.as_ref())?;
+        match ListenAddr::parse(s.get_ref(), base) {
+            Ok(a @ ListenAddr::Tcp(_)) => Some(a),
+            Ok(_) => {
+                self.problem(
+                    s,
+                    "admin.metrics_listen",
+                    "the metrics listener is tcp: only (it serves /metrics and /healthz to a scraper)",
+                );
+                None
+            }
+            Err(e) => {
+                self.problem(s, "admin.metrics_listen", e);
+                None
+            }
         }
     }
 
@@ -162,15 +186,15 @@ impl Validator<'_> {
         &mut self,
         raw: &[S<RawTask>],
         base: &Path,
-        admin: Option<&ListenAddr>,
+        own: &[&ListenAddr],
     ) -> Vec<Arc<TaskConfig>> {
         let mut ids = HashSet::new();
         // Port 0 asks the OS for a fresh port, so the admin API and one task
         // may both say "tcp:127.0.0.1:0"; two tasks may not.
-        let mut listeners: HashSet<ListenAddr> = admin
-            .into_iter()
+        let mut listeners: HashSet<ListenAddr> = own
+            .iter()
             .filter(|a| !matches!(a, ListenAddr::Tcp(t) if t.port() == 0))
-            .cloned()
+            .map(|a| (*a).clone())
             .collect();
         let mut tasks = Vec::new();
         for t in raw {

@@ -22,7 +22,9 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 pub use target::{Host, Target, TargetError};
-pub use tunnel::{decide_inner, decide_open, decide_tunnel_start, intercepts, TunnelStart};
+pub use tunnel::{
+    decide_inner, decide_open, decide_peer, decide_tunnel_start, intercepts, TunnelStart,
+};
 pub use verdict::Verdict;
 
 /// The stable rule ids of SPEC §4 (plus sluice's own capacity rule).

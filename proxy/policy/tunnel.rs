@@ -135,6 +135,30 @@ pub fn decide_inner(
     }
 }
 
+/// May a connection from this vsock peer use a listener that names
+/// `expected` (`vsock:PORT@CID`)? On vsock, task identity is the listener
+/// and the guest's CID: another VM on the same host must not use this
+/// task's listener (`not-allowed`). A listener without a peer rule takes
+/// any peer; one with a rule refuses a connection whose CID is unknown.
+pub fn decide_peer(expected: Option<u32>, actual: Option<u32>) -> Result<(), Refusal> {
+    match (expected, actual) {
+        (None, _) => Ok(()),
+        (Some(e), Some(a)) if e == a => Ok(()),
+        (Some(e), Some(a)) => Err(Refusal::new(
+            Rule::NotAllowed,
+            format!(
+                "this listener serves only the VM with CID {e}; the connection came from CID {a}"
+            ),
+        )),
+        (Some(e), None) => Err(Refusal::new(
+            Rule::NotAllowed,
+            format!(
+                "this listener serves only the VM with CID {e}; the connection's CID is unknown"
+            ),
+        )),
+    }
+}
+
 /// Will a CONNECT to `target` be intercepted (if its client speaks TLS)?
 /// When the task intercepts, sluice has a CA to mint leaves with, and the
 /// host is not on the task's `passthrough` list. IP literals are never
@@ -203,6 +227,24 @@ mod tests {
             let got = decide_inner(&tunnel, connect, a).err().map(|r| r.rule);
             assert_eq!(got, want, "case {what}");
         }
+    }
+
+    #[test]
+    fn peer_cid_table() {
+        assert!(decide_peer(None, Some(5)).is_ok(), "no rule: any peer");
+        assert!(decide_peer(None, None).is_ok());
+        assert!(decide_peer(Some(5), Some(5)).is_ok());
+        let r = decide_peer(Some(5), Some(6)).unwrap_err();
+        assert_eq!(r.rule, Rule::NotAllowed);
+        assert!(
+            r.reason.contains("CID 5") && r.reason.contains("CID 6"),
+            "{}",
+            r.reason
+        );
+        assert_eq!(
+            decide_peer(Some(5), None).unwrap_err().rule,
+            Rule::NotAllowed
+        );
     }
 
     #[test]

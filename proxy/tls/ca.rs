@@ -118,9 +118,22 @@ pub struct Ca {
     issuer: Issuer<'static, KeyPair>,
     leaf_key: KeyPair,
     leaf_signer: Arc<dyn rustls::sign::SigningKey>,
-    cache: Mutex<HashMap<String, Arc<CertifiedKey>>>,
+    /// Leaves by host, with when they were minted.
+    cache: Mutex<HashMap<String, (Arc<CertifiedKey>, time::OffsetDateTime)>>,
     pub cert_pem: String,
+    /// The time source (the system clock; tests move it).
+    clock: Clock,
 }
+
+/// Where the CA reads the time from.
+pub type Clock = Arc<dyn Fn() -> time::OffsetDateTime + Send + Sync>;
+
+/// How long a leaf is valid.
+const LEAF_LIFETIME: time::Duration = time::Duration::days(30);
+/// A cached leaf older than this is minted again, so a client never sees
+/// one near its end (half the lifetime: a long-running sluice never serves
+/// an expired certificate).
+const LEAF_REMINT_AFTER: time::Duration = time::Duration::days(15);
 
 impl std::fmt::Debug for Ca {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -151,7 +164,22 @@ impl Ca {
             leaf_signer,
             cache: Mutex::new(HashMap::new()),
             cert_pem,
+            clock: Arc::new(time::OffsetDateTime::now_utc),
         })
+    }
+
+    /// The CA certificate (DER), for tests that verify its leaves.
+    #[cfg(test)]
+    fn issuer_der(&self) -> CertificateDer<'static> {
+        use rustls::pki_types::pem::PemObject;
+        CertificateDer::from_pem_slice(self.cert_pem.as_bytes()).unwrap()
+    }
+
+    /// The same CA reading the time from `clock` (tests).
+    pub fn with_clock(mut self, clock: Clock) -> Ca {
+        self.clock = clock;
+        self.lock().clear();
+        self
     }
 
     /// Loads the CA, creating it first if there is none. Returns whether it
@@ -167,10 +195,14 @@ impl Ca {
         Ok((Ca::load(state_dir, provider)?, created))
     }
 
-    /// The leaf certificate for `host` (a normalised name), minted once.
+    /// The leaf certificate for `host` (a normalised name), minted once
+    /// and again when it is half its lifetime old.
     pub fn leaf(&self, host: &str) -> Result<Arc<CertifiedKey>, CaError> {
-        if let Some(c) = self.lock().get(host) {
-            return Ok(c.clone());
+        let now = (self.clock)();
+        if let Some((c, minted)) = self.lock().get(host) {
+            if now - *minted < LEAF_REMINT_AFTER {
+                return Ok(c.clone());
+            }
         }
         let mint = |e: rcgen::Error| CaError::Mint {
             host: host.to_string(),
@@ -183,9 +215,8 @@ impl Ca {
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.use_authority_key_identifier_extension = true;
-        let now = time::OffsetDateTime::now_utc();
         params.not_before = now - time::Duration::days(1);
-        params.not_after = now + time::Duration::days(30);
+        params.not_after = now + LEAF_LIFETIME;
         let cert = params
             .signed_by(&self.leaf_key, &self.issuer)
             .map_err(mint)?;
@@ -195,11 +226,14 @@ impl Ca {
         if cache.len() >= LEAF_CACHE {
             cache.clear();
         }
-        cache.insert(host.to_string(), ck.clone());
+        cache.insert(host.to_string(), (ck.clone(), now));
         Ok(ck)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<CertifiedKey>>> {
+    #[allow(clippy::type_complexity)]
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<CertifiedKey>, time::OffsetDateTime)>> {
         // A std Mutex over a plain map, never held across an await.
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -238,5 +272,60 @@ mod tests {
         assert!(!Arc::ptr_eq(&a, &c));
         let (_, created) = Ca::load_or_create(dir.path(), &provider).unwrap();
         assert!(!created);
+    }
+
+    /// A sluice running for 40 days still serves leaves that are valid now:
+    /// a cached leaf is minted again once it is half its lifetime old.
+    #[test]
+    fn leaves_are_reminted_before_they_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let start = time::OffsetDateTime::now_utc();
+        let days = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let d2 = days.clone();
+        let (ca, _) = Ca::load_or_create(dir.path(), &provider).unwrap();
+        let ca = ca.with_clock(Arc::new(move || {
+            start + time::Duration::days(d2.load(std::sync::atomic::Ordering::SeqCst))
+        }));
+        // A client's verdict at a given time: webpki with the CA as root.
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca.issuer_der()).unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(provider.clone()),
+        )
+        .build()
+        .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("pkgs.example.com").unwrap();
+        let valid_at = |ck: &CertifiedKey, t: i64| {
+            let at = rustls::pki_types::UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+                t as u64,
+            ));
+            rustls::client::danger::ServerCertVerifier::verify_server_cert(
+                &*verifier,
+                &ck.cert[0],
+                &[],
+                &name,
+                &[],
+                at,
+            )
+            .is_ok()
+        };
+        let first = ca.leaf("pkgs.example.com").unwrap();
+        for day in [1, 10, 14, 16, 29, 31, 40, 55] {
+            days.store(day, std::sync::atomic::Ordering::SeqCst);
+            let now = (start + time::Duration::days(day)).unix_timestamp();
+            let leaf = ca.leaf("pkgs.example.com").unwrap();
+            assert!(valid_at(&leaf, now), "day {day}: the leaf is valid now");
+            assert!(
+                valid_at(&leaf, now + 14 * 86_400),
+                "day {day}: and two weeks on"
+            );
+            assert_eq!(
+                Arc::ptr_eq(&leaf, &first),
+                day < 15,
+                "day {day}: cached until half-life"
+            );
+        }
     }
 }

@@ -491,3 +491,91 @@ fn report_of_an_npm_install_lists_exactly_what_it_reached() {
         format!("allow = [\"registry.example.com:{p}\"]\n")
     );
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn healthcheck(s: &Sluice) -> std::process::Output {
+    std::process::Command::new(bin())
+        .args(["healthcheck", "--config"])
+        .arg(&s.config)
+        .output()
+        .unwrap()
+}
+
+/// Raw GET (or another method) on a listener, the status code back.
+fn status_of(addr: &str, method: &str, path: &str) -> (u16, String) {
+    let ans = raw(
+        addr,
+        format!("{method} {path} HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+    );
+    let a = parse_http(&ans).expect("an HTTP answer");
+    (a.status, String::from_utf8_lossy(&a.body).to_string())
+}
+
+#[test]
+fn healthcheck_and_the_read_only_metrics_listener() {
+    let dns = FakeDns::start();
+    let up = Upstream::start();
+    let (admin_port, metrics_port) = (free_port(), free_port());
+    let mut s = SluiceBuilder::new(&dns)
+        .allow(&[
+            format!("pkgs.example.com:{}", up.port()),
+            format!("pkgs.example.com:{metrics_port}"),
+        ])
+        .top(&format!(
+            "[admin]\nlisten = \"tcp:127.0.0.1:{admin_port}\"\nmetrics_listen = \"tcp:127.0.0.1:{metrics_port}\"\n"
+        ))
+        .start();
+    let out = healthcheck(&s);
+    assert!(
+        out.status.success(),
+        "healthy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    assert_eq!(
+        get(&s, &format!("http://pkgs.example.com:{}/", up.port())),
+        200
+    );
+    let (status, body) = status_of(&metrics, "GET", "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("sluice_decisions_total{task=\"t\",decision=\"allow\""),
+        "{body}"
+    );
+    assert_eq!(status_of(&metrics, "GET", "/healthz").0, 200);
+    // Nothing else: no task's allow-list or taint set, no reload.
+    for (method, path, want) in [
+        ("GET", "/tasks", 404),
+        ("GET", "/tasks/t/taint", 404),
+        ("POST", "/reload", 405),
+    ] {
+        let (status, body) = status_of(&metrics, method, path);
+        assert_eq!(status, want, "{method} {path}: {body}");
+    }
+    // The metrics listener is one of sluice's own addresses: refused to the
+    // task even though its name and port are allowed.
+    let a = via(
+        &s,
+        &format!("http://pkgs.example.com:{metrics_port}/metrics"),
+        &[],
+    );
+    assert_refused(&a, 403, "private-address");
+    assert!(String::from_utf8_lossy(&a.body).contains("sluice itself"));
+    // Once sluice is gone, the healthcheck fails and says so.
+    s.signal("KILL");
+    s.wait_exit();
+    let out = healthcheck(&s);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unhealthy"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
