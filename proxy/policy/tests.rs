@@ -594,3 +594,45 @@ fn rule_ids_and_statuses_are_the_contract() {
         assert_eq!(rule.status(), status, "{id}");
     }
 }
+
+#[test]
+fn a_bare_public_suffix_is_not_a_host() {
+    for s in ["com", "co.uk", "org"] {
+        assert!(
+            !worth_tainting(s, "x.example.com", SelfTaint::Exclude, |_| false),
+            "{s}"
+        );
+    }
+    assert!(worth_tainting(
+        "example.co.uk",
+        "x.example.com",
+        SelfTaint::Exclude,
+        |_| false
+    ));
+}
+
+#[test]
+fn allow_list_lookups() {
+    let r = rules(&["pkgs.example.com:443", "10.0.0.7:8080"]);
+    let list = &r.allow;
+    assert_eq!(list.len(), 2);
+    assert!(!list.is_empty());
+    assert!(AllowList::default().is_empty());
+    assert_eq!(AllowList::default().len(), 0);
+    assert!(list.names("pkgs.example.com"), "any port");
+    assert!(!list.names("example.com"), "exact names only");
+    assert!(!list.names("10.0.0.7"), "IP entries are not names");
+    assert_eq!(list.sorted(), vec!["pkgs.example.com:443", "10.0.0.7:8080"]);
+}
+
+#[test]
+fn provenance_reads_as_a_sentence() {
+    let p = Provenance {
+        source: "https://docs.example.com/readme".into(),
+        at: "2026-12-02T10:00:00Z".into(),
+    };
+    assert_eq!(
+        p.to_string(),
+        "named by https://docs.example.com/readme at 2026-12-02T10:00:00Z"
+    );
+}
