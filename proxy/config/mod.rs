@@ -165,6 +165,10 @@ pub struct Snapshot {
     pub metrics_listen: Option<ListenAddr>,
     pub resolver: ResolverSettings,
     pub extra_roots: Vec<PathBuf>,
+    /// `publish_ca`: a folder sluice copies `ca.pem` and `ca-bundle.pem`
+    /// to (and nothing else), to share with tasks instead of the state
+    /// folder.
+    pub publish_ca: Option<PathBuf>,
     pub limits: Limits,
     pub logs: LogSettings,
     pub tasks: Vec<Arc<TaskConfig>>,

@@ -13,6 +13,8 @@ pub type S<T> = Spanned<T>;
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     pub state_dir: Option<S<String>>,
+    /// A folder to copy the CA certificate and bundle to, for tasks.
+    pub publish_ca: Option<S<String>>,
     /// Mode of task unix sockets, octal ("0660").
     pub unix_mode: Option<S<String>>,
     pub admin: Option<RawAdmin>,

@@ -44,6 +44,7 @@ impl Validator<'_> {
         let metrics_listen = self.metrics_listen(raw.admin.as_ref(), base);
         let resolver = self.resolver(raw.resolver.as_ref());
         let extra_roots = extra_roots(raw.upstream.as_ref(), base);
+        let publish_ca = raw.publish_ca.as_ref().map(|p| base.join(p.get_ref()));
         let limits = self.limits(raw.limits.as_ref());
         let logs = self.logs(raw.logs.as_ref());
         let own: Vec<&ListenAddr> = admin.iter().chain(metrics_listen.iter()).collect();
@@ -58,6 +59,7 @@ impl Validator<'_> {
             metrics_listen,
             resolver,
             extra_roots,
+            publish_ca,
             limits,
             logs,
             tasks,

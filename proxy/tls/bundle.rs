@@ -90,6 +90,27 @@ pub fn write(state_dir: &Path) -> Result<(PathBuf, Option<PathBuf>), CaError> {
     Ok((out, system.map(|s| s.0)))
 }
 
+/// Copies `ca.pem` and `ca-bundle.pem` (written first) into `dir`, the
+/// folder tasks are given instead of the state folder, which holds the key,
+/// the logs and the taint sets.
+pub fn publish(state_dir: &Path, dir: &Path) -> Result<(), CaError> {
+    let (bundle, _) = write(state_dir)?;
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CaError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    for from in [cert_path(state_dir), bundle] {
+        let name = from.file_name().unwrap_or_default();
+        let to = dir.join(name);
+        let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
+        std::fs::copy(&from, &tmp).map_err(io(&tmp))?;
+        set_readable(&tmp)?;
+        std::fs::rename(&tmp, &to).map_err(io(&to))?;
+    }
+    Ok(())
+}
+
 /// 0644 whatever the umask: a task (another user) must read it.
 fn set_readable(path: &Path) -> Result<(), CaError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).map_err(|source| {
@@ -125,5 +146,24 @@ mod tests {
         let key = crate::tls::ca::key_path(dir.path());
         assert_eq!(std::fs::metadata(key).unwrap().mode() & 0o777, 0o600);
         assert!(!text.contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn publish_copies_the_certificates_and_nothing_else() {
+        let state = tempfile::tempdir().unwrap();
+        let public = tempfile::tempdir().unwrap();
+        crate::tls::ca::init(state.path(), false).unwrap();
+        std::fs::write(state.path().join("secret.jsonl"), "x").unwrap();
+        publish(state.path(), &public.path().join("ca")).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(public.path().join("ca"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["ca-bundle.pem", "ca.pem"]);
+        for n in &names {
+            let m = std::fs::metadata(public.path().join("ca").join(n)).unwrap();
+            assert_eq!(m.mode() & 0o777, 0o644, "{n}");
+        }
     }
 }

@@ -132,6 +132,11 @@ pub fn for_snapshot(snapshot: &Snapshot, current: Option<&Tls>) -> Result<Tls, T
         let (ca, created) = Ca::load_or_create(&snapshot.state_dir, &provider)?;
         // The bundle a task's tools trust, rewritten at every start so it
         // holds the CA in use and the machine's current roots.
+        if let Some(dir) = &snapshot.publish_ca {
+            if let Err(e) = bundle::publish(&snapshot.state_dir, dir) {
+                tracing::error!(error = %e, "cannot publish the CA for tasks");
+            }
+        }
         match bundle::write(&snapshot.state_dir) {
             Ok((path, _)) if created => tracing::info!(
                 ca = %ca::cert_path(&snapshot.state_dir).display(), bundle = %path.display(),
