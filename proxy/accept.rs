@@ -130,15 +130,19 @@ fn refuse_at_accept(
         note: None,
     };
     let status = refusal.rule.status();
-    write_row(
-        shared,
-        task,
-        &client,
-        &ex,
-        &Verdict::Deny(refusal),
-        status,
-        (0, 0),
-    );
+    let verdict = Verdict::Deny(refusal);
+    let second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let previous = task
+        .accept_row_second
+        .swap(second, std::sync::atomic::Ordering::Relaxed);
+    if previous == second {
+        // Counted, not logged: at most one such row per task per second.
+        task.metrics.decision(&verdict);
+    } else {
+        write_row(shared, task, &client, &ex, &verdict, status, (0, 0));
+    }
     tokio::spawn(async move {
         let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
         let _ = stream.shutdown().await;

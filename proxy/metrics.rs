@@ -1,8 +1,10 @@
 //! metrics: the Prometheus families of SPEC §7, on prometheus-client.
 //!
-//! Counted in one place each: decisions and bytes where the access-log line
-//! is written (`ConnCtx::record`), connections in the listener, taint sizes
-//! in the store's caller, reloads in `reload`. Must not decide anything.
+//! Counted in one place each: decisions and bytes where the access-log row
+//! is written (`exchange::write_row`; refusals at accept whose row is
+//! rate-limited are counted beside it), open connections by
+//! `exchange::ConnSlot`, taint sizes in the store's caller, reloads in
+//! `reload`. Must not decide anything.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

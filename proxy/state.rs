@@ -41,6 +41,11 @@ pub struct TaskRuntime {
     pub tunnels: Arc<TunnelRegistry>,
     /// This task's metric handles (no label work on the hot path).
     pub metrics: TaskMetrics,
+    /// The second (since the epoch) of the last access-log row written for
+    /// a connection refused at accept: such rows are written at most once a
+    /// second per task, so a connection flood cannot fill the shared log
+    /// queue (every refusal is still counted in the metrics).
+    pub accept_row_second: std::sync::atomic::AtomicU64,
 }
 
 impl TaskRuntime {
@@ -71,6 +76,7 @@ impl TaskRuntime {
             taint: Arc::new(store),
             tunnels: Arc::default(),
             metrics: task_metrics,
+            accept_row_second: Default::default(),
         }
     }
 }

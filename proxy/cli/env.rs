@@ -1,10 +1,12 @@
 //! `sluice env`: find the task, its proxy URL and (when it intercepts) the
 //! CA, write the CA bundle, and hand the rest to `clientenv` to render.
 
+use std::path::Path;
+
 use crate::config::{self, Intercept};
 
-/// `sluice env`: the task's proxy and, when it intercepts, the CA bundle
-/// (written now, beside the CA, so it holds the CA in use).
+/// `sluice env`: the task's proxy and, when it intercepts, the CA and the
+/// bundle.
 pub(super) fn client_env(
     config: Option<&std::path::Path>,
     task: Option<&str>,
@@ -26,25 +28,12 @@ pub(super) fn client_env(
         }
     };
     let (url, notes) = match (proxy, t.listen.first()) {
-        (Some(p), _) => (p, vec![]),
+        (Some(p), _) => (checked_proxy(p)?, vec![]),
         (None, Some(l)) => crate::clientenv::proxy_for(l)?,
         (None, None) => return Err(format!("task {:?} has no listener", t.id)),
     };
     let ca = if t.intercept == Intercept::All {
-        let ca = crate::tls::ca::cert_path(&snap.state_dir);
-        if !ca.exists() {
-            return Err(format!(
-                "task {:?} intercepts TLS but there is no CA in {} yet: start sluice once, or run `sluice ca init`",
-                t.id,
-                snap.state_dir.display()
-            ));
-        }
-        let (bundle, from) =
-            crate::tls::bundle::write(&snap.state_dir).map_err(|e| e.to_string())?;
-        if from.is_none() {
-            eprintln!("sluice: no system CA store found; the bundle holds only sluice's CA, so passthrough hosts will not verify with it");
-        }
-        Some((ca.display().to_string(), bundle.display().to_string()))
+        Some(ca_files(&snap.state_dir, &t.id)?)
     } else {
         None
     };
@@ -54,4 +43,55 @@ pub(super) fn client_env(
         ca,
         notes,
     })
+}
+
+/// The CA and the bundle, as absolute paths (a relative one breaks as soon
+/// as the shell changes folder). The bundle is rewritten when it is missing
+/// or older than the CA; a read-only state folder (a task's view of it)
+/// keeps the one `sluice run` wrote.
+fn ca_files(state_dir: &Path, task: &str) -> Result<(String, String), String> {
+    let state_dir = std::path::absolute(state_dir).map_err(|e| e.to_string())?;
+    let ca = crate::tls::ca::cert_path(&state_dir);
+    let bundle = crate::tls::bundle::bundle_path(&state_dir);
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(ca_time) = modified(&ca) else {
+        return Err(format!(
+            "task {task:?} intercepts TLS but there is no CA in {} yet: start sluice once, or run `sluice ca init --state {}`",
+            state_dir.display(),
+            state_dir.display()
+        ));
+    };
+    let fresh = modified(&bundle).is_some_and(|b| b >= ca_time);
+    if !fresh {
+        match crate::tls::bundle::write(&state_dir) {
+            Ok((_, None)) => eprintln!("sluice: no system CA store found; the bundle holds only sluice's CA, so passthrough hosts will not verify with it"),
+            Ok(_) => {}
+            Err(e) if bundle.exists() => eprintln!("sluice: using the existing {}: cannot rewrite it: {e}", bundle.display()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok((ca.display().to_string(), bundle.display().to_string()))
+}
+
+/// `--proxy`: an `http://host:port` URL and nothing a shell or a tool would
+/// read as more.
+fn checked_proxy(p: String) -> Result<String, String> {
+    let rest = p.strip_prefix("http://").ok_or_else(|| {
+        format!(
+            "--proxy {p:?}: expected http://HOST:PORT (sluice speaks plain HTTP to its clients)"
+        )
+    })?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let ok = rest.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty()
+            && port.parse::<u16>().is_ok()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-[]:".contains(&b))
+    });
+    if ok {
+        Ok(p)
+    } else {
+        Err(format!("--proxy {p:?}: expected http://HOST:PORT"))
+    }
 }

@@ -31,23 +31,24 @@ pub(super) struct Upgraded {
 
 impl Upgraded {
     /// Waits for both sides' upgraded connections, relays, then logs.
-    pub(super) fn spawn(self, client: OnUpgrade, upstream: OnUpgrade) {
+    /// The row counts the relay's bytes (the request body's included)
+    /// however it ends, a task cancelled at shutdown too.
+    pub(super) fn spawn(mut self, client: OnUpgrade, upstream: OnUpgrade) {
         let tracker = self.ctx.shared.tracker.clone();
         tracker.spawn(async move {
             let bytes = RelayBytes::default();
+            bytes
+                .up
+                .store(self.bytes_up.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.row.count(&bytes);
             let relayed = match (client.await, upstream.await) {
                 (Ok(c), Ok(u)) => self.relay(TokioIo::new(c), TokioIo::new(u), &bytes).await,
                 _ => Ok(()),
             };
-            let up = self.bytes_up.load(Ordering::Relaxed) + bytes.up.load(Ordering::Relaxed);
-            let down = bytes.down.load(Ordering::Relaxed);
-            let mut row = self.row;
             if let Err(r) = relayed {
                 // Still the 101 the client got, now refused.
-                row.verdict = Verdict::Deny(r);
+                self.row.set_verdict(Verdict::Deny(r));
             }
-            row.bytes = (up, down);
-            drop(row);
         });
     }
 

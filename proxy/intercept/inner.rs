@@ -1,7 +1,7 @@
 //! The inside of a tunnel sluice serves as HTTP: TLS terminated with a
 //! leaf from sluice's CA (HTTP/1.1 or HTTP/2 by ALPN), or plain HTTP/1
 //! that a client sent through CONNECT. Every request goes through
-//! `forward::exchange`, the same pipeline as plain HTTP, under the config
+//! `forward::relay`, the same pipeline as plain HTTP, under the config
 //! in force when it arrives. Must not decide on targets itself.
 
 use std::convert::Infallible;

@@ -7,7 +7,7 @@
 //! bytes ([`hello`]); `policy::decide_tunnel_start` decides on them (a
 //! ClientHello must be readable and name the CONNECT host, `sni-mismatch`
 //! otherwise). An intercepted tunnel, or plain HTTP, is then served by
-//! [`inner`], every request going through `forward::exchange`, the same
+//! [`inner`], every request going through `forward::relay`, the same
 //! pipeline as plain HTTP. Anything else is relayed opaquely and counts as
 //! carrying a body. Must not decide on targets itself.
 

@@ -10,7 +10,7 @@ use tokio::net::TcpStream;
 
 use super::hello::peek;
 use super::inner::{self, Scheme};
-use crate::exchange::{ConnCtx, Exchange, Row};
+use crate::exchange::{ConnCtx, Row};
 use crate::policy::{self, CheckedAddr, Target, TunnelStart, Verdict};
 use crate::tunnel::{self, ClientIo, Counted, RelayBytes, RelayEnd, Rewind};
 use crate::upstream::Spare;
@@ -20,27 +20,20 @@ pub struct Tunnel {
     pub target: Target,
     pub upstream: TcpStream,
     pub addr: CheckedAddr,
-    pub ex: Exchange,
-    /// The CONNECT's verdict (allow, or a shadow-mode would-deny).
-    pub verdict: Verdict,
+    /// The CONNECT's row: its verdict (allow, or a shadow-mode
+    /// would-deny), written when the tunnel ends, or when it is dropped
+    /// before it starts.
+    pub row: Row,
     /// The TLS settings to intercept with, when the CONNECT was admitted
     /// as intercepted (decided once, at CONNECT time).
     pub intercept: Option<Arc<rustls::ServerConfig>>,
-}
-
-impl Tunnel {
-    /// The client went away before the tunnel started: its row is still
-    /// written.
-    pub fn abandon(self, ctx: &Arc<ConnCtx>) {
-        drop(Row::new(ctx.clone(), self.ex, self.verdict, 200));
-    }
 }
 
 /// Serves an answered CONNECT until it closes.
 pub async fn tunnel_session(ctx: Arc<ConnCtx>, client: ClientIo, t: Tunnel) {
     let limits = ctx.shared.snapshot.load().limits.clone();
     let bytes = RelayBytes::default();
-    let mut row = Row::new(ctx.clone(), t.ex, t.verdict, 200);
+    let mut row = t.row;
     row.count(&bytes);
     let mut client = Counted::new(client, bytes.up.clone());
     let (first, start) = peek(&mut client, limits.header_timeout).await;

@@ -1,7 +1,7 @@
 //! policy: normalise targets, decide on them, classify addresses.
 //!
 //! Owns the rules of SPEC §4 and the proof tokens ([`Permit`],
-//! [`CheckedAddr`]) that `tunnel::dial` demands. Must not do I/O, logging,
+//! [`CheckedAddr`]) that `upstream::dial` demands. Must not do I/O, logging,
 //! metrics, `async` or read a clock: everything a decision needs is passed
 //! in, so every case is a table test.
 //!

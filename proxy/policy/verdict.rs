@@ -1,5 +1,5 @@
 //! The one verdict vocabulary of sluice: what policy says of a request, a
-//! tunnel or an open connection, and the three spellings the access log,
+//! tunnel or an open connection, and the four spellings the access log,
 //! metrics, the admin API and `report` use for it. Nothing else spells a
 //! verdict.
 

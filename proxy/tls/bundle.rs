@@ -38,8 +38,9 @@ fn system_roots(own: &Path) -> Option<(PathBuf, String)> {
             continue;
         }
         if let Ok(text) = std::fs::read_to_string(&path) {
-            if text.contains("-----BEGIN CERTIFICATE-----") {
-                return Some((path, text));
+            let certs = certificates(&text);
+            if !certs.is_empty() {
+                return Some((path, certs));
             }
         }
     }
@@ -50,44 +51,100 @@ fn system_roots(own: &Path) -> Option<(PathBuf, String)> {
 /// `ca.pem` itself readable (0644). Returns the bundle's path and where the
 /// system roots came from (None: none found, the bundle holds only
 /// sluice's CA and passthrough hosts will not verify with it).
+///
+/// Safe in a folder someone else could plant files in: `ca.pem` is opened
+/// without following symlinks and must be a regular file (it is made
+/// readable through its descriptor, and only when it is ours); the bundle
+/// is written to a fresh temporary file and renamed into place.
 pub fn write(state_dir: &Path) -> Result<(PathBuf, Option<PathBuf>), CaError> {
-    let ca = cert_path(state_dir);
-    let ca_pem = std::fs::read_to_string(&ca).map_err(|source| CaError::Io {
-        path: ca.clone(),
-        source,
-    })?;
-    set_readable(&ca)?;
+    let ca_pem = read_ca(state_dir)?;
     let out = bundle_path(state_dir);
     let system = system_roots(&out);
     let mut text = String::new();
     if let Some((from, roots)) = &system {
         text.push_str(&format!("# system roots, from {}\n", from.display()));
         text.push_str(roots);
-        if !roots.ends_with('\n') {
-            text.push('\n');
-        }
     }
     text.push_str("# sluice interception CA\n");
-    text.push_str(&ca_pem);
-    let tmp = out.with_extension("pem.tmp");
+    text.push_str(&certificates(&ca_pem));
+    replace(&out, text.as_bytes())?;
+    Ok((out, system.map(|s| s.0)))
+}
+
+/// Reads `ca.pem` without following a symlink, making it 0644 when it is
+/// ours and not yet readable by all.
+fn read_ca(state_dir: &Path) -> Result<String, CaError> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let ca = cert_path(state_dir);
     let io = |source| CaError::Io {
-        path: tmp.clone(),
+        path: ca.clone(),
         source,
     };
     let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o644)
-        .open(&tmp)
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&ca)
         .map_err(io)?;
-    f.write_all(text.as_bytes()).map_err(io)?;
-    set_readable(&tmp)?;
-    std::fs::rename(&tmp, &out).map_err(|source| CaError::Io {
-        path: out.clone(),
+    let meta = f.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(CaError::Bad {
+            path: ca.clone(),
+            message: "not a regular file".into(),
+        });
+    }
+    if meta.mode() & 0o004 == 0 && meta.uid() == rustix::process::geteuid().as_raw() {
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(io)?;
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text).map_err(io)?;
+    Ok(text)
+}
+
+/// Only the certificate blocks of a PEM text: a key in a combined file
+/// never reaches a file others can read.
+fn certificates(pem: &str) -> String {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut out = String::new();
+    let mut inside = false;
+    for line in pem.lines() {
+        let line = line.trim_end();
+        if line == BEGIN {
+            inside = true;
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+        if line == END {
+            inside = false;
+        }
+    }
+    out
+}
+
+/// Replaces `path` with `bytes` (0644): a fresh temporary file in the same
+/// folder (created exclusively, so nothing planted there is followed),
+/// made readable through its descriptor, then renamed over `path`.
+fn replace(path: &Path, bytes: &[u8]) -> Result<(), CaError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let io = |source| CaError::Io {
+        path: path.to_path_buf(),
         source,
-    })?;
-    Ok((out, system.map(|s| s.0)))
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sluice-")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))
+        .map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
 }
 
 /// Copies `ca.pem` and `ca-bundle.pem` (written first) into `dir`, the
@@ -95,30 +152,17 @@ pub fn write(state_dir: &Path) -> Result<(PathBuf, Option<PathBuf>), CaError> {
 /// the logs and the taint sets.
 pub fn publish(state_dir: &Path, dir: &Path) -> Result<(), CaError> {
     let (bundle, _) = write(state_dir)?;
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| CaError::Io { path, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    for from in [cert_path(state_dir), bundle] {
-        let name = from.file_name().unwrap_or_default();
-        let to = dir.join(name);
-        let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
-        std::fs::copy(&from, &tmp).map_err(io(&tmp))?;
-        set_readable(&tmp)?;
-        std::fs::rename(&tmp, &to).map_err(io(&to))?;
-    }
-    Ok(())
-}
-
-/// 0644 whatever the umask: a task (another user) must read it.
-fn set_readable(path: &Path) -> Result<(), CaError> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).map_err(|source| {
-        CaError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
-    })
+    std::fs::create_dir_all(dir).map_err(|source| CaError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let ca = certificates(&read_ca(state_dir)?);
+    let bundle_text = std::fs::read_to_string(&bundle).map_err(|source| CaError::Io {
+        path: bundle.clone(),
+        source,
+    })?;
+    replace(&dir.join("ca.pem"), ca.as_bytes())?;
+    replace(&dir.join("ca-bundle.pem"), bundle_text.as_bytes())
 }
 
 #[cfg(test)]
@@ -146,6 +190,32 @@ mod tests {
         let key = crate::tls::ca::key_path(dir.path());
         assert_eq!(std::fs::metadata(key).unwrap().mode() & 0o777, 0o600);
         assert!(!text.contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn only_certificates_are_copied_and_symlinks_are_not_followed() {
+        let pem = "junk\n-----BEGIN PRIVATE KEY-----\nSECRET\n-----END PRIVATE KEY-----\n-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n";
+        assert_eq!(
+            certificates(pem),
+            "-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n"
+        );
+        // A ca.pem that is a symlink (to a secret, say) is refused.
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(
+            &secret,
+            "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::symlink(&secret, cert_path(dir.path())).unwrap();
+        assert!(write(dir.path()).is_err());
+        assert_eq!(
+            std::fs::metadata(&secret).unwrap().mode() & 0o777,
+            0o600,
+            "not chmodded"
+        );
+        assert!(!bundle_path(dir.path()).exists());
     }
 
     #[test]

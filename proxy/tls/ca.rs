@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -87,20 +87,36 @@ pub fn init(state_dir: &Path, force: bool) -> Result<(), CaError> {
     params.not_after = now + time::Duration::days(3650);
     let ca = params.self_signed(&key_pair).map_err(|e| bad(&cert, e))?;
 
-    // Key first, 0600 from the moment it exists.
-    let tmp_key = key.with_extension("key.tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp_key)
-        .map_err(io_err(&tmp_key))?;
-    f.write_all(key_pair.serialize_pem().as_bytes())
-        .and_then(|_| f.sync_all())
-        .map_err(io_err(&tmp_key))?;
-    std::fs::rename(&tmp_key, &key).map_err(io_err(&key))?;
-    std::fs::write(&cert, ca.pem()).map_err(io_err(&cert))?;
+    // Key first, 0600 from the moment it exists: a fresh temporary file
+    // (created exclusively; tempfile's default mode is 0600, and nothing
+    // planted in the folder is followed), renamed into place.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sluice-ca-key-")
+        .permissions(std::fs::Permissions::from_mode(0o600))
+        .tempfile_in(state_dir)
+        .map_err(io_err(&key))?;
+    tmp.write_all(key_pair.serialize_pem().as_bytes())
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(io_err(&key))?;
+    tmp.persist(&key).map_err(|e| CaError::Io {
+        path: key.clone(),
+        source: e.error,
+    })?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sluice-ca-")
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(state_dir)
+        .map_err(io_err(&cert))?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))
+        .map_err(io_err(&cert))?;
+    tmp.write_all(ca.pem().as_bytes())
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(io_err(&cert))?;
+    tmp.persist(&cert).map_err(|e| CaError::Io {
+        path: cert.clone(),
+        source: e.error,
+    })?;
     Ok(())
 }
 

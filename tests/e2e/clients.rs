@@ -468,6 +468,9 @@ fn passthrough_hosts_still_verify_with_the_bundle() {
     let mut roots = std::fs::read_to_string(SYSTEM_BUNDLE).unwrap_or_default();
     roots.push_str(&std::fs::read_to_string(&r.upstream_ca).unwrap());
     std::fs::write(&system, roots).unwrap();
+    // `sluice env` writes the bundle when there is none (sluice run wrote
+    // one from the real system store at start).
+    std::fs::remove_file(r.s.state().join("ca-bundle.pem")).unwrap();
     let work = tempfile::tempdir().unwrap();
     let url = format!("https://other.example.com:{}/page.html", r.up.port());
     let out = r.run(
