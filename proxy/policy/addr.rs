@@ -223,6 +223,16 @@ mod canonical_tests {
             ("mapped", "::ffff:127.0.0.1", "127.0.0.1"),
             ("compatible", "::127.0.0.1", "127.0.0.1"),
             ("nat64", "64:ff9b::7f00:1", "127.0.0.1"),
+            (
+                "nat64, both bytes of the low segment",
+                "64:ff9b::7f00:101",
+                "127.0.1.1",
+            ),
+            (
+                "not nat64: another first segment",
+                "2606:ff9b::7f00:1",
+                "2606:ff9b::7f00:1",
+            ),
             ("loopback v6 stays", "::1", "::1"),
             ("unspecified v6 stays", "::", "::"),
             ("global v6 stays", "2001:db8::1", "2001:db8::1"),
@@ -301,11 +311,30 @@ mod tests {
             ("multicast v6", "ff02::1", false),
             ("discard", "100::1", false),
             ("unassigned", "4000::1", false),
+            // Global addresses that share a segment with a special prefix
+            // (each prefix check needs all its segments).
+            ("global, second segment ff9b", "2606:ff9b::a00:1", true),
+            ("global, ff9b then 1", "2606:ff9b:1::1", true),
+            ("global, third segment 1", "2606:4700:1::1111", true),
+            ("global, zero segments", "2606::1", true),
+            ("6to4 documentation", "2002:c000:0201::1", false),
         ];
         for (what, ip, public) in cases {
             let ip: IpAddr = ip.parse().unwrap();
             assert_eq!(classify(ip).is_ok(), *public, "case {what:?}: {ip}");
         }
+    }
+
+    #[test]
+    fn refusals_describe_the_kind_of_address() {
+        let kind = |ip: &str| classify(ip.parse().unwrap()).unwrap_err().describe();
+        assert_eq!(kind("10.1.2.3"), "a private address");
+        assert_eq!(kind("169.254.169.254"), "a cloud metadata address");
+        assert_eq!(kind("::1"), "a loopback address");
+        assert_eq!(
+            kind("64:ff9b::10.0.0.1"),
+            "a NAT64 address of a non-public IPv4 address"
+        );
     }
 }
 
