@@ -8,6 +8,9 @@
 #
 #   deploy/podman-test.sh target/debug/sluice      (as root)
 #
+# SLUICE_COMPOSE_FILE=path runs another compose file in place of
+# deploy/compose.yaml (to try a change to it); the override still applies.
+#
 # Local images, made here and removed at the end:
 #   base    `podman import` of the binary's shared libraries (ldd), the
 #           system CA roots and an /etc/passwd + /etc/group with nonroot
@@ -66,8 +69,9 @@ bb_img=localhost/$id-busybox:test
 sluice_img=localhost/$id-sluice:test
 export SLUICE_TEST_IMAGE=$sluice_img SLUICE_TEST_BUSYBOX=$bb_img
 export SLUICE_TEST_CONFIG=$tmp/sidecar.toml
+compose_file=${SLUICE_COMPOSE_FILE:-deploy/compose.yaml}
 compose() {
-  podman-compose -p "$id" -f deploy/compose.yaml -f deploy/compose.test.yaml "$@"
+  podman-compose -p "$id" -f "$compose_file" -f deploy/compose.test.yaml "$@"
 }
 
 # Always: the project's containers, volumes and networks, then our images.
@@ -163,6 +167,7 @@ ctr() { # container of a compose service
 step "compose up"
 # The upstream first: its address goes into sluice's config, pinned with
 # [resolver.hosts] (sluice resolves; the task never does).
+started_at=$(date +%s)
 compose up -d upstream >"$tmp/up1.log" 2>&1 || { cat "$tmp/up1.log"; fail "compose up upstream"; }
 up_ctr=$(ctr upstream)
 up_ip=$(podman inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$up_ctr")
@@ -193,101 +198,159 @@ task_ctr=$(ctr task)
   fail "the upstream was recreated with another address"
 echo "containers: $sl_ctr $task_ctr $up_ctr"
 
-# --- 1: healthy, non-root, fresh volume ---------------------------------
-step "1: sluice healthy as its non-root user on a fresh volume"
-# podman schedules healthchecks with systemd timers; without systemd none
-# run, so run the container's own healthcheck (compose.yaml's) here, every
-# second, for at most 60 s. The status is podman's.
-health=
-for _ in $(seq 60); do
-  podman healthcheck run "$sl_ctr" >/dev/null 2>&1 || true
-  health=$(podman inspect --format '{{.State.Health.Status}}' "$sl_ctr")
-  [ "$health" = healthy ] && break
-  [ "$(podman inspect --format '{{.State.Running}}' "$sl_ctr")" = true ] || break
-  sleep 1
-done
-if [ "$health" != healthy ]; then
-  podman logs "$sl_ctr" 2>&1 | tail -20
-  fail "sluice is not healthy: ${health:-no status}"
-fi
-ok "sluice: podman health status $health ($((SECONDS - t0))s)"
-podman top "$sl_ctr" user group huser comm args
-pid=$(podman inspect --format '{{.State.Pid}}' "$sl_ctr")
-ids=$(awk '/^(Uid|Gid):/ { printf "%s %s %s %s %s; ", $1, $2, $3, $4, $5 }' "/proc/$pid/status")
-echo "pid $pid: $ids"
-[ "$ids" = "Uid: 65532 65532 65532 65532; Gid: 65532 65532 65532 65532; " ] ||
-  fail "sluice does not run as 65532:65532"
-ok "sluice runs as uid/gid 65532 (real, effective, saved, fs), not root"
+# --- checks -------------------------------------------------------------
+# Each prints an ok/FAIL line per assertion; a failed one goes on to the
+# next check, and the script fails at the end.
+failed=()
+bad() {
+  printf 'FAIL %s\n' "$*"
+  failed+=("$*")
+  return 1
+}
 state_vol=${id}_sluice-state
 ca_vol=${id}_sluice-ca
 state_dir=$(podman volume inspect --format '{{.Mountpoint}}' "$state_vol")
 ca_dir=$(podman volume inspect --format '{{.Mountpoint}}' "$ca_vol")
-created=$(podman volume inspect --format '{{.CreatedAt.Unix}}' "$state_vol")
-[ "$created" -ge "$(($(date +%s) - SECONDS + t0 - 5))" ] || fail "$state_vol was not created by this run"
-owners=$(stat -c '%u:%g %n' "$state_dir" "$ca_dir" "$ca_dir"/*)
-echo "$owners"
-echo "$owners" | awk '$1 != "65532:65532" { bad = 1 } END { exit bad }' ||
-  fail "the volumes or what sluice wrote there are not owned by 65532"
-ok "fresh volumes $state_vol and $ca_vol, owned by 65532, written by sluice: $(ls "$state_dir" | tr '\n' ' ')"
+tx() { podman exec "$task_ctr" "$@"; } # in the task container
 
-# --- 2: through sluice --------------------------------------------------
-step "2: the task reaches the allowed upstream through sluice"
-want=$(podman exec "$up_ctr" sha256sum /www/blob | cut -d' ' -f1)
-podman exec "$task_ctr" sh -c 'echo "task: http_proxy=$http_proxy"; timeout 20 wget -q -O /tmp/blob http://upstream.sluice.test/blob' ||
-  fail "wget through sluice failed"
-got=$(podman exec "$task_ctr" sha256sum /tmp/blob | cut -d' ' -f1)
-size=$(podman exec "$task_ctr" stat -c %s /tmp/blob)
-[ "$got" = "$want" ] || fail "the bytes differ: $got != $want"
-ok "http://upstream.sluice.test/blob via \$http_proxy: $size bytes, sha256 $got matches the upstream's"
-
-# --- 3: not around it ---------------------------------------------------
-step "3: the task cannot reach the upstream directly"
-if out=$(podman exec "$task_ctr" timeout 10 wget -Y off -T 5 -q -O /dev/null "http://$up_ip/blob" 2>&1); then
-  fail "the task reached $up_ip directly"
-fi
-ok "direct http://$up_ip/blob fails: ${out:-no output}"
-echo "task routes: $(podman exec "$task_ctr" ip route 2>&1 | tr '\n' ';')"
-
-# --- 4: no DNS ----------------------------------------------------------
-step "4: the task has no DNS"
-echo "task /etc/resolv.conf: $(podman exec "$task_ctr" cat /etc/resolv.conf | grep -v '^#' | tr '\n' ';')"
-for name in upstream.sluice.test "$up_ctr" upstream example.com; do
-  if out=$(podman exec "$task_ctr" timeout 10 nslookup "$name" 2>&1); then
-    echo "$out"
-    fail "the task resolved $name"
+check1() {
+  # podman schedules healthchecks with systemd timers; without systemd
+  # none run, so run the container's own healthcheck (compose.yaml's) here,
+  # every second, for at most 60 s. The status is podman's.
+  local health= _
+  for _ in $(seq 60); do
+    podman healthcheck run "$sl_ctr" >/dev/null 2>&1 || true
+    health=$(podman inspect --format '{{.State.Health.Status}}' "$sl_ctr")
+    [ "$health" = healthy ] && break
+    [ "$(podman inspect --format '{{.State.Running}}' "$sl_ctr")" = true ] || break
+    sleep 1
+  done
+  if [ "$health" != healthy ]; then
+    podman logs "$sl_ctr" 2>&1 | tail -20
+    bad "sluice is not healthy: ${health:-no status}"
+    return
   fi
-  ok "nslookup $name fails: $(echo "$out" | tail -1)"
-done
+  ok "sluice: podman health status $health ($((SECONDS - t0))s)"
+  podman top "$sl_ctr" user group huser comm args
+  local pid ids
+  pid=$(podman inspect --format '{{.State.Pid}}' "$sl_ctr")
+  ids=$(awk '/^(Uid|Gid):/ { printf "%s %s %s %s %s; ", $1, $2, $3, $4, $5 }' "/proc/$pid/status")
+  echo "pid $pid: $ids"
+  [ "$ids" = "Uid: 65532 65532 65532 65532; Gid: 65532 65532 65532 65532; " ] ||
+    bad "sluice does not run as 65532:65532" || return
+  ok "sluice runs as uid/gid 65532 (real, effective, saved, fs), not root"
+  # Fresh: made by this run's compose up, from the image's folders.
+  local v created owners
+  for v in "$state_vol" "$ca_vol"; do
+    created=$(podman volume inspect --format '{{.CreatedAt.Unix}}' "$v")
+    [ "$created" -ge "$started_at" ] || bad "$v was not created by this run" || return
+  done
+  owners=$(stat -c '%u:%g %n' "$state_dir" "$state_dir"/* "$ca_dir" "$ca_dir"/*)
+  echo "$owners"
+  echo "$owners" | awk '$1 != "65532:65532" { bad = 1 } END { exit bad }' ||
+    bad "the volumes or what sluice wrote there are not owned by 65532" || return
+  ok "fresh volumes $state_vol and $ca_vol owned by 65532; sluice wrote $(ls "$state_dir" | xargs) and $(ls "$ca_dir" | xargs)"
+}
 
-# --- 5: no state --------------------------------------------------------
+check2() {
+  local want got size
+  want=$(podman exec "$up_ctr" sha256sum /www/blob | cut -d' ' -f1)
+  tx sh -c 'echo "task: http_proxy=$http_proxy"; timeout 20 wget -q -O /tmp/blob http://upstream.sluice.test/blob' ||
+    bad "wget http://upstream.sluice.test/blob through sluice failed" || return
+  got=$(tx sha256sum /tmp/blob | cut -d' ' -f1)
+  size=$(tx stat -c %s /tmp/blob)
+  [ "$got" = "$want" ] || bad "the bytes differ: sha256 $got != $want" || return
+  ok "http://upstream.sluice.test/blob via \$http_proxy: $size bytes, sha256 $got as served"
+}
+
+check3() {
+  local out
+  echo "task addresses: $(tx ip -o -4 addr show | awk '{print $2, $4}' | xargs); routes: $(tx ip route | paste -sd ';')"
+  if out=$(tx timeout 10 wget -Y off -T 5 -q -O /dev/null "http://$up_ip/blob" 2>&1); then
+    bad "the task reached the upstream directly at $up_ip"
+    return
+  fi
+  ok "direct http://$up_ip/blob (no proxy) fails: ${out:-no output}"
+}
+
+check4() {
+  local name out gw server
+  echo "task /etc/resolv.conf: $(tx grep -v '^#' /etc/resolv.conf | xargs)"
+  # With its resolv.conf. Names only: nothing here may leave the machine.
+  for name in sluice upstream.sluice.test "$up_ctr"; do
+    if out=$(tx timeout 10 nslookup "$name" 2>&1); then
+      echo "$out"
+      bad "the task resolved $name"
+      continue
+    fi
+    ok "nslookup $name fails: $(echo "$out" | grep . | tail -1)"
+  done
+  # Nor with another server it can reach: podman runs aardvark-dns on each
+  # network's gateway address, and it forwards any name it does not know to
+  # the host's resolvers. Ask it for one it answers itself.
+  gw=$(podman network inspect --format '{{range .Subnets}}{{.Gateway}} {{end}}' "${id}_task-net" | xargs)
+  [ -n "$gw" ] || { ok "task-net has no gateway, so no aardvark-dns address"; return; }
+  for server in $gw; do
+    if out=$(tx timeout 10 nslookup sluice "$server" 2>&1); then
+      echo "$out"
+      bad "the task resolves names with aardvark-dns on task-net's gateway $server (which forwards other names to the host's resolvers)"
+      continue
+    fi
+    ok "nslookup sluice $server (task-net's gateway) fails: $(echo "$out" | grep . | tail -1)"
+  done
+}
+
+check5() {
+  local listing state_files f found
+  listing=$(tx ls -A /sluice-ca | sort | xargs)
+  [ "$listing" = "ca-bundle.pem ca.pem" ] || bad "/sluice-ca holds: ${listing:-nothing}" || return
+  ok "the task's /sluice-ca holds only: $listing"
+  if tx sh -c ': > /sluice-ca/x' 2>/dev/null; then bad "/sluice-ca is writable by the task"; return; fi
+  ok "/sluice-ca is read-only in the task"
+  # What the task must not see is on the state volume.
+  state_files=$(cd "$state_dir" && find . -mindepth 1 | sort | xargs)
+  echo "state volume, host side: $state_files"
+  for f in ./admin.sock ./ca.key; do
+    case " $state_files " in *" $f "*) ;; *) bad "no $f on the state volume" || return ;; esac
+  done
+  found=$(tx find / -xdev \( -name admin.sock -o -name 'access.jsonl*' \
+    -o -name 'taint.jsonl*' -o -name ca.key \) 2>/dev/null || true)
+  [ -z "$found" ] || bad "the task sees: $found" || return
+  if tx ls -d /var/lib/sluice >/dev/null 2>&1; then bad "the task has /var/lib/sluice"; return; fi
+  if tx grep "$state_vol" /proc/self/mountinfo; then bad "the state volume is mounted in the task"; return; fi
+  ok "no admin.sock, access/taint log or ca.key anywhere in the task; the state volume is not mounted there"
+}
+
+check6() {
+  local out row _
+  out=$(tx timeout 20 wget -S -q -O /dev/null http://blocked.sluice.test/ 2>&1 || true)
+  echo "$out" | grep -q 'HTTP/1.1 403' || { echo "$out"; bad "no 403 for http://blocked.sluice.test/"; return; }
+  ok "http://blocked.sluice.test/ via \$http_proxy: $(echo "$out" | grep -m1 'HTTP/1.1 403' | xargs)"
+  for _ in $(seq 10); do
+    row=$(grep -h 'blocked.sluice.test' "$state_dir"/tasks/task/access.jsonl 2>/dev/null | tail -1)
+    [ -n "$row" ] && break
+    sleep 0.5
+  done
+  [ -n "$row" ] || bad "no access-log row for blocked.sluice.test" || return
+  ok "its access-log row: $row"
+}
+
+step "1: sluice comes up healthy, as its non-root user, on fresh volumes"
+check1 || true
+step "2: the task reaches the allowed upstream through sluice"
+check2 || true
+step "3: the task cannot reach the upstream directly"
+check3 || true
+step "4: the task has no DNS"
+check4 || true
 step "5: the task cannot see sluice's state"
-listing=$(podman exec "$task_ctr" ls -A /sluice-ca | sort | tr '\n' ' ')
-[ "$listing" = "ca-bundle.pem ca.pem " ] || fail "/sluice-ca holds: $listing"
-ok "/sluice-ca holds only: $listing"
-podman exec "$task_ctr" sh -c ': > /sluice-ca/x' 2>/dev/null && fail "/sluice-ca is writable by the task"
-ok "/sluice-ca is read-only"
-# What the task must not see is there, on the state volume.
-state_files=$(cd "$state_dir" && find . -mindepth 1 | sort | tr '\n' ' ')
-echo "state volume, host side: $state_files"
-for f in ./admin.sock ./ca.key ./tasks/task/access.jsonl; do
-  case " $state_files " in *" $f "*) ;; *) fail "no $f on the state volume" ;; esac
-done
-found=$(podman exec "$task_ctr" find / -xdev \( -name admin.sock -o -name 'access.jsonl*' \
-  -o -name 'taint.jsonl*' -o -name 'ca.key' \) 2>/dev/null || true)
-[ -z "$found" ] || fail "the task sees: $found"
-podman exec "$task_ctr" ls /var/lib/sluice >/dev/null 2>&1 && fail "the task has /var/lib/sluice"
-if podman exec "$task_ctr" grep -e "$state_vol" /proc/self/mountinfo; then
-  fail "the state volume is mounted in the task"
-fi
-ok "no admin.sock, access/taint logs or ca.key in the task; the state volume is not mounted there"
-
-# --- 6: refused ---------------------------------------------------------
+check5 || true
 step "6: a not-allowed host is refused with 403"
-out=$(podman exec "$task_ctr" timeout 20 wget -S -q -O /dev/null http://blocked.sluice.test/ 2>&1 || true)
-echo "$out" | grep -q 'HTTP/1.1 403' || { echo "$out"; fail "no 403 for blocked.sluice.test"; }
-ok "http://blocked.sluice.test/ via sluice: $(echo "$out" | grep -m1 'HTTP/1.1 403' | sed 's/^ *//')"
-row=$(grep -h 'blocked.sluice.test' "$state_dir"/tasks/task/access.jsonl | tail -1 || true)
-[ -n "$row" ] || fail "no access-log row for blocked.sluice.test"
-ok "access log: $row"
+check6 || true
 
+if [ ${#failed[@]} -gt 0 ]; then
+  step "${#failed[@]} check(s) failed"
+  printf '  - %s\n' "${failed[@]}"
+  exit 1
+fi
 step "all checks passed"

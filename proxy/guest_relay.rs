@@ -13,16 +13,35 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::config::ListenAddr;
 use crate::listener::{self, Bound};
 use crate::tunnel::Io;
 
+/// Why the relay cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("{addr}: {why}")]
+    Address { addr: String, why: String },
+    #[error("--to vsock needs a CID: vsock:CID:PORT (the host is CID 2)")]
+    VsockWithoutCid,
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot watch SIGTERM: {0}")]
+    Signal(#[source] std::io::Error),
+}
+
 /// Parses `--listen` / `--to`: `tcp:IP:PORT`, `unix:PATH`, `vsock:CID:PORT`.
-pub fn parse(s: &str) -> anyhow::Result<ListenAddr> {
-    ListenAddr::parse(s, Path::new(".")).map_err(|e| anyhow::anyhow!("{s}: {e}"))
+pub fn parse(s: &str) -> Result<ListenAddr, RelayError> {
+    ListenAddr::parse(s, Path::new(".")).map_err(|why| RelayError::Address {
+        addr: s.to_string(),
+        why,
+    })
 }
 
 /// Opens a connection to `to`.
@@ -41,17 +60,21 @@ pub async fn connect(to: &ListenAddr) -> std::io::Result<Box<dyn Io>> {
 }
 
 /// Relays every connection on `listen` to `to` until SIGTERM/SIGINT.
-pub async fn run(listen: ListenAddr, to: ListenAddr) -> anyhow::Result<()> {
+pub async fn run(listen: ListenAddr, to: ListenAddr) -> Result<(), RelayError> {
     if let ListenAddr::Vsock { cid, .. } = &to {
         if *cid == u32::MAX {
-            anyhow::bail!("--to vsock needs a CID: vsock:CID:PORT (the host is CID 2)");
+            return Err(RelayError::VsockWithoutCid);
         }
     }
     let bound = listener::bind(&listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
+        .map_err(|source| RelayError::Listen {
+            addr: listen.to_string(),
+            source,
+        })?;
     tracing::info!(listen = %bound, to = %to, "forwarding");
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(RelayError::Signal)?;
     loop {
         let accepted = tokio::select! {
             a = listener::accept(&bound) => a,
