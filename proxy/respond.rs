@@ -39,6 +39,13 @@ pub fn refusal(task: &str, method: &str, url: &str, refusal: &Refusal) -> Respon
     let status = StatusCode::from_u16(refusal.rule.status()).unwrap_or(StatusCode::FORBIDDEN);
     let mut resp = Response::new(full(text));
     *resp.status_mut() = status;
+    // Clients discard a refused CONNECT's body; many show only the status
+    // line (curl: "CONNECT tunnel failed, response 403"; Python and pip:
+    // "Tunnel connection failed: 403 ..."), so it carries the rule and
+    // the reason too (HTTP/1 only; HTTP/2 has no reason phrase).
+    if let Ok(p) = hyper::ext::ReasonPhrase::try_from(reason_phrase(refusal)) {
+        resp.extensions_mut().insert(p);
+    }
     let h = resp.headers_mut();
     h.insert(
         "sluice-rule",
@@ -55,6 +62,26 @@ pub fn refusal(task: &str, method: &str, url: &str, refusal: &Refusal) -> Respon
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
+}
+
+/// `rule: reason`, as a status line's reason phrase: visible ASCII only
+/// (anything else becomes `?`), at most 200 bytes.
+pub fn reason_phrase(refusal: &Refusal) -> String {
+    let mut p: String = format!("{}: {}", refusal.rule.as_str(), refusal.reason)
+        .chars()
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if p.len() > 200 {
+        p.truncate(197);
+        p.push_str("...");
+    }
+    p
 }
 
 /// A raw HTTP/1.1 refusal for places with no HTTP library in reach (the
@@ -79,14 +106,39 @@ pub fn raw_request_refusal(task: &str, method: &str, target: &str, refusal: &Ref
 
 fn raw_response(task: &str, refusal: &Refusal, body: String) -> Vec<u8> {
     let status = refusal.rule.status();
-    let reason = StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("Refused");
+    let reason = reason_phrase(refusal);
     format!(
         "HTTP/1.1 {status} {reason}\r\nsluice-rule: {}\r\nsluice-task: {task}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         refusal.rule.as_str(),
         body.len()
     )
     .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Rule;
+
+    #[test]
+    fn reason_phrase_is_one_safe_line() {
+        let r = Refusal::new(
+            Rule::NotAllowed,
+            "example.com:443 is not on the task's allow-list",
+        );
+        assert_eq!(
+            reason_phrase(&r),
+            "not-allowed: example.com:443 is not on the task's allow-list"
+        );
+        let hostile = Refusal::new(
+            Rule::BadTarget,
+            format!("a\r\nSet-Cookie: x\u{e9}{}", "y".repeat(300)),
+        );
+        let p = reason_phrase(&hostile);
+        assert!(
+            p.len() <= 200 && p.bytes().all(|b| (0x20..0x7f).contains(&b)),
+            "{p}"
+        );
+        assert!(hyper::ext::ReasonPhrase::try_from(p).is_ok());
+    }
 }

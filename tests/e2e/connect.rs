@@ -164,3 +164,38 @@ fn connect_bad_authorities_are_bad_target() {
     }
     assert_eq!(up.conns(), 0);
 }
+
+/// A refused CONNECT's body is thrown away by most clients: the status
+/// line itself says which rule and why, and Python (so pip) shows it.
+#[test]
+fn refused_connect_says_why_in_the_status_line() {
+    let dns = FakeDns::start();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&["pkgs.example.com:443"])
+        .start();
+    let ans = raw(
+        &s.proxy_addr(),
+        b"CONNECT other.example.com:443 HTTP/1.1\r\nHost: other.example.com:443\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&ans);
+    let status_line = text.lines().next().unwrap_or_default();
+    assert_eq!(
+        status_line,
+        "HTTP/1.1 403 not-allowed: other.example.com:443 is not on the task's allow-list"
+    );
+    let py = format!(
+        "import http.client\nc = http.client.HTTPConnection('{}')\nc.set_tunnel('other.example.com', 443)\ntry:\n    c.connect()\nexcept OSError as e:\n    print(e)\n",
+        s.proxy_addr()
+    );
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(py)
+        .output()
+        .expect("python3 runs");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("Tunnel connection failed: 403 not-allowed: other.example.com:443 is not on the task's allow-list"),
+        "python said: {said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
