@@ -141,20 +141,7 @@ pub fn execute(cli: Cli) -> ExitCode {
                     return ExitCode::from(1);
                 }
             };
-            let rt = match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("sluice: cannot start the async runtime: {e}");
-                    return ExitCode::from(1);
-                }
-            };
-            match rt.block_on(crate::server::run(snapshot, config)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("sluice: {e:#}");
-                    ExitCode::from(1)
-                }
-            }
+            block_on(crate::server::run(snapshot, config))
         }
         Command::Ca { action } => ca(action),
         Command::Healthcheck { config } => {
@@ -194,20 +181,7 @@ pub fn execute(cli: Cli) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let rt = match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("sluice: cannot start the async runtime: {e}");
-                    return ExitCode::from(1);
-                }
-            };
-            match rt.block_on(crate::guest_relay::run(listen, to)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("sluice: {e:#}");
-                    ExitCode::from(1)
-                }
-            }
+            block_on(crate::guest_relay::run(listen, to))
         }
         Command::Report {
             state,
@@ -225,6 +199,25 @@ pub fn execute(cli: Cli) -> ExitCode {
                 ExitCode::from(1)
             }
         },
+    }
+}
+
+/// Runs a long-lived command on a fresh runtime; its error, if any, is the
+/// one line sluice prints before exiting 1.
+fn block_on<E: std::fmt::Display>(f: impl std::future::Future<Output = Result<(), E>>) -> ExitCode {
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(f) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -7,7 +7,6 @@
 //! Writes files only, with modes a task can read (the key is never
 //! copied). Must not decide anything.
 
-use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -125,26 +124,9 @@ fn certificates(pem: &str) -> String {
     out
 }
 
-/// Replaces `path` with `bytes` (0644): a fresh temporary file in the same
-/// folder (created exclusively, so nothing planted there is followed),
-/// made readable through its descriptor, then renamed over `path`.
+/// Replaces `path` with `bytes`, readable by all (see `ca::write_new`).
 fn replace(path: &Path, bytes: &[u8]) -> Result<(), CaError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let io = |source| CaError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sluice-")
-        .tempfile_in(dir)
-        .map_err(io)?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))
-        .map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    super::ca::write_new(path, bytes, 0o644)
 }
 
 /// Copies `ca.pem` and `ca-bundle.pem` (written first) into `dir`, the

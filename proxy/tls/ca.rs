@@ -87,34 +87,30 @@ pub fn init(state_dir: &Path, force: bool) -> Result<(), CaError> {
     params.not_after = now + time::Duration::days(3650);
     let ca = params.self_signed(&key_pair).map_err(|e| bad(&cert, e))?;
 
-    // Key first, 0600 from the moment it exists: a fresh temporary file
-    // (created exclusively; tempfile's default mode is 0600, and nothing
-    // planted in the folder is followed), renamed into place.
+    // Key first, 0600 from the moment it exists.
+    write_new(&key, key_pair.serialize_pem().as_bytes(), 0o600)?;
+    write_new(&cert, ca.pem().as_bytes(), 0o644)?;
+    Ok(())
+}
+
+/// Replaces `path` with `bytes` at `mode`: a fresh temporary file in the
+/// same folder (created exclusively, so nothing planted there is
+/// followed), given its mode through its descriptor, synced, then renamed
+/// over `path`.
+pub(super) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
-        .prefix(".sluice-ca-key-")
-        .permissions(std::fs::Permissions::from_mode(0o600))
-        .tempfile_in(state_dir)
-        .map_err(io_err(&key))?;
-    tmp.write_all(key_pair.serialize_pem().as_bytes())
-        .and_then(|_| tmp.as_file().sync_all())
-        .map_err(io_err(&key))?;
-    tmp.persist(&key).map_err(|e| CaError::Io {
-        path: key.clone(),
-        source: e.error,
-    })?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sluice-ca-")
-        .permissions(std::fs::Permissions::from_mode(0o644))
-        .tempfile_in(state_dir)
-        .map_err(io_err(&cert))?;
+        .prefix(".sluice-")
+        .permissions(std::fs::Permissions::from_mode(mode & 0o600))
+        .tempfile_in(dir)
+        .map_err(io_err(path))?;
     tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))
-        .map_err(io_err(&cert))?;
-    tmp.write_all(ca.pem().as_bytes())
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .and_then(|_| tmp.write_all(bytes))
         .and_then(|_| tmp.as_file().sync_all())
-        .map_err(io_err(&cert))?;
-    tmp.persist(&cert).map_err(|e| CaError::Io {
-        path: cert.clone(),
+        .map_err(io_err(path))?;
+    tmp.persist(path).map_err(|e| CaError::Io {
+        path: path.to_path_buf(),
         source: e.error,
     })?;
     Ok(())

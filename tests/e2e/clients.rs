@@ -33,14 +33,6 @@ struct Registry {
     upstream_ca: PathBuf,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Serves `files` (path → body; `{PORT}` in a body becomes the port) over
 /// TLS for pkgs.example.com, and 404 for anything else.
 fn registry(files: Vec<(String, Vec<u8>)>, task_extra: &str) -> Registry {
@@ -120,6 +112,7 @@ impl Registry {
     /// environment the tool starts from.
     fn run(&self, dir: &Path, script: &str, env: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new("sh");
+        without_proxy_env(&mut cmd);
         cmd.arg("-c")
             .arg(format!(
                 "eval \"$('{}' env --config '{}')\" && {script}",
@@ -128,15 +121,10 @@ impl Registry {
             ))
             .current_dir(dir)
             .env("HOME", self.home.path())
+            // A stray NO_PROXY, as on many machines: sluice env clears it.
             .env("NO_PROXY", "*")
             .env("no_proxy", "*");
         for v in [
-            "http_proxy",
-            "https_proxy",
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "ALL_PROXY",
-            "all_proxy",
             "SSL_CERT_FILE",
             "PIP_CERT",
             "REQUESTS_CA_BUNDLE",
@@ -194,15 +182,6 @@ impl Registry {
             .unwrap_or_else(|| panic!("no report line for the registry:\n{text}"));
         assert!(line.contains("/0/0/0"), "nothing refused or failed: {line}");
     }
-}
-
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/corpus")
-            .join(name),
-    )
-    .unwrap()
 }
 
 fn sha256(data: &[u8]) -> String {

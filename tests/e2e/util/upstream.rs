@@ -293,3 +293,13 @@ pub fn read_head(s: &mut TcpStream) -> Vec<u8> {
     }
     head
 }
+
+/// A file of `tests/fixtures/corpus`.
+pub fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/corpus")
+            .join(name),
+    )
+    .unwrap()
+}
