@@ -571,3 +571,38 @@ fn healthcheck_and_the_read_only_metrics_listener() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `Type=notify`: sluice tells systemd it is ready once its listeners are
+/// bound, on the datagram socket NOTIFY_SOCKET names.
+#[test]
+fn readiness_is_notified_once_listeners_are_bound() {
+    let dns = FakeDns::start();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = SluiceBuilder::new(&dns)
+        .listen(&[format!("tcp:127.0.0.1:{port}")])
+        .allow(&["pkgs.example.com:443"])
+        .config();
+    let path = dir.path().join("sluice.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let notify = dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut child = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(&path)
+        .env("NOTIFY_SOCKET", &notify)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let got = sock.recv(&mut buf);
+    // Ready means listening: the task's port accepts at once.
+    let listening = TcpStream::connect(("127.0.0.1", port)).is_ok();
+    let _ = child.kill();
+    let _ = child.wait();
+    let n = got.expect("a readiness message within 20 s");
+    assert_eq!(&buf[..n], b"READY=1\n");
+    assert!(listening, "the listener is bound when READY=1 arrives");
+}
