@@ -318,10 +318,42 @@ mod tests {
             ("global, third segment 1", "2606:4700:1::1111", true),
             ("global, zero segments", "2606::1", true),
             ("6to4 documentation", "2002:c000:0201::1", false),
+            (
+                "teredo public client, reserved-looking bits",
+                "2001:0:5db8:d822::f7f7:f7f7",
+                true,
+            ),
+            ("global 2001:4860::", "2001:4860::8888", true),
+            ("global just past 3fff::/20", "3fff:1000::1", true),
+            ("global, 2 in the second segment", "2606:2::1", true),
+            ("global, small second segment", "2606:100::1", true),
+            ("global just past 2001::/23", "2001:200::1", true),
         ];
         for (what, ip, public) in cases {
             let ip: IpAddr = ip.parse().unwrap();
             assert_eq!(classify(ip).is_ok(), *public, "case {what:?}: {ip}");
+        }
+    }
+
+    #[test]
+    fn each_special_range_is_named_as_itself() {
+        use NonPublic::*;
+        let cases = [
+            ("2001:2::1", Benchmarking),
+            ("2001:2:1::1", Reserved),
+            ("2001:3::1", Reserved),
+            ("2001:db8::1", Documentation),
+            ("fd12:3456::1", UniqueLocal),
+            ("fc00::1", UniqueLocal),
+            ("200::1", Reserved),
+            ("fe80::1", LinkLocal),
+            ("febf::1", LinkLocal),
+            ("fec0::1", LinkLocal),
+            ("ff02::1", Multicast),
+            ("100::1", Reserved),
+        ];
+        for (ip, want) in cases {
+            assert_eq!(classify(ip.parse().unwrap()), Err(want), "{ip}");
         }
     }
 
