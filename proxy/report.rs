@@ -77,6 +77,40 @@ fn tainted_hosts(dir: &Path) -> HashSet<String> {
         .collect()
 }
 
+/// Is there something to report on? A state folder that does not exist, or
+/// a task it has no folder for, is a mistake to say, not an empty report.
+pub fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), String> {
+    if !state_dir.is_dir() {
+        return Err(format!(
+            "no state folder at {}: pass --state DIR, or --config FILE for the state_dir sluice ran with",
+            state_dir.display()
+        ));
+    }
+    let Some(t) = task else {
+        return Ok(());
+    };
+    if state_dir.join("tasks").join(t).is_dir() {
+        return Ok(());
+    }
+    let mut known: Vec<String> = std::fs::read_dir(state_dir.join("tasks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    known.sort();
+    Err(format!(
+        "no task {t:?} in {} (tasks there: {})",
+        state_dir.display(),
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        }
+    ))
+}
+
 /// Builds the report for every task in `state_dir` (or one task).
 pub fn build(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<Destination>> {
     let tasks_dir = state_dir.join("tasks");

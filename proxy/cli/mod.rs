@@ -229,6 +229,11 @@ fn report(state: &StateArgs, task: Option<&str>, json: bool, allow_list: bool) -
             return ExitCode::from(1);
         }
     };
+    if let Err(e) = crate::report::check_state(&dir, task) {
+        eprintln!("sluice: {e}");
+        return ExitCode::from(1);
+    }
+    eprintln!("sluice: report of {}", dir.display());
     let rows = match crate::report::build(&dir, task) {
         Ok(r) => r,
         Err(e) => {
@@ -246,10 +251,19 @@ fn report(state: &StateArgs, task: Option<&str>, json: bool, allow_list: bool) -
             tasks = vec![t];
         }
         for t in tasks {
+            let line = crate::report::allow_list(&rows, t);
+            if line == "allow = []\n" {
+                // Pasted, an empty list would lock the task out.
+                eprintln!(
+                    "sluice: task {t:?} reached no destination in {}; no allow line to print",
+                    dir.display()
+                );
+                return ExitCode::from(1);
+            }
             if task.is_none() {
                 println!("# task {t}");
             }
-            print!("{}", crate::report::allow_list(&rows, t));
+            print!("{line}");
         }
     } else if json {
         match serde_json::to_string_pretty(&rows) {

@@ -606,3 +606,51 @@ fn readiness_is_notified_once_listeners_are_bound() {
     assert_eq!(&buf[..n], b"READY=1\n");
     assert!(listening, "the listener is bound when READY=1 arrives");
 }
+
+/// A report of nothing is a mistake to say: a missing state folder, an
+/// unknown task (naming the ones there) or an empty allow line exit 1.
+#[test]
+fn report_refuses_to_report_nothing() {
+    let up = Upstream::start();
+    let (_dns, s) = pkgs_sluice(&up, "", "");
+    assert_eq!(
+        get(&s, &format!("http://pkgs.example.com:{}/", up.port())),
+        200
+    );
+    s.access_log("t", 1);
+    let missing = s.dir.path().join("no-such-state");
+    let out = Command::new(bin())
+        .args(["report", "--state"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no state folder at") && err.contains("no-such-state"),
+        "{err}"
+    );
+    let out = s.report(&["--task", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no task \"nope\"") && err.contains("tasks there: t"),
+        "{err}"
+    );
+    let out = s.report(&["--task", "t"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("report of"),
+        "names the folder"
+    );
+    // A task folder with no rows: no allow line (it would lock the task out).
+    std::fs::create_dir_all(s.state().join("tasks/idle")).unwrap();
+    let out = s.report(&["--task", "idle", "--allow-list"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reached no destination"));
+}
