@@ -328,6 +328,7 @@ mod tests {
             ("global, 2 in the second segment", "2606:2::1", true),
             ("global, small second segment", "2606:100::1", true),
             ("global just past 2001::/23", "2001:200::1", true),
+            ("global, first segment ending in 00", "2600::1", true),
         ];
         for (what, ip, public) in cases {
             let ip: IpAddr = ip.parse().unwrap();
