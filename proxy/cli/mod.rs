@@ -31,12 +31,14 @@ pub struct Cli {
 pub enum Command {
     /// Serve. Without --config, the embedded config/default.toml.
     Run {
-        #[arg(long)]
+        /// The config file (default: the embedded config/default.toml).
+        #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
     /// Validate a config, then print what each task may reach.
     Check {
-        #[arg(long)]
+        /// The config file (default: the embedded config/default.toml).
+        #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
     /// Destinations each task actually reached, from the access logs.
@@ -67,7 +69,8 @@ pub enum Command {
     /// cases), NO_PROXY cleared, and every common tool pointed at the CA
     /// bundle. Use as: eval "$(sluice env)".
     Env {
-        #[arg(long)]
+        /// The config file (default: the embedded config/default.toml).
+        #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// The task (default: the config's only task).
         #[arg(long)]
@@ -82,8 +85,9 @@ pub enum Command {
     /// Exit 0 when the running sluice's admin API (or metrics listener)
     /// answers /healthz: for container HEALTHCHECKs and probes.
     Healthcheck {
-        /// The config sluice runs with (default: the embedded one).
-        #[arg(long)]
+        /// The config sluice runs with (default: the embedded
+        /// config/default.toml).
+        #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
     /// Create or print the interception CA (PEM).
@@ -114,9 +118,12 @@ pub enum CaAction {
 /// the embedded config's, `sluice-state` in the working folder).
 #[derive(Debug, clap::Args)]
 pub struct StateArgs {
-    #[arg(long, conflicts_with = "state")]
+    /// Read the state folder from this config's state_dir (default: the
+    /// embedded config's, ./sluice-state).
+    #[arg(long, value_name = "FILE", conflicts_with = "state")]
     config: Option<PathBuf>,
-    #[arg(long)]
+    /// The state folder itself (ca.pem, ca.key, tasks/*/access.jsonl).
+    #[arg(long, value_name = "DIR")]
     state: Option<PathBuf>,
 }
 

@@ -32,7 +32,7 @@ pub enum CaError {
     },
     #[error("a CA already exists in {0}; pass --force to replace it (every client must then trust the new one)")]
     Exists(PathBuf),
-    #[error("no CA in {0}; create one with `sluice ca init`")]
+    #[error("no CA in {0}; create one with `sluice ca init --state {0}`, or start sluice once")]
     Missing(PathBuf),
     #[error("cannot use the CA in {path}: {message}")]
     Bad { path: PathBuf, message: String },
