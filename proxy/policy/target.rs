@@ -381,6 +381,27 @@ mod tests {
     }
 
     #[test]
+    fn ports_at_the_edges() {
+        for (p, ok) in [
+            ("1", true),
+            ("65535", true),
+            ("65536", false),
+            ("99999", false),
+            ("100000", false),
+            ("0", false),
+            ("", false),
+            ("+80", false),
+            ("080", false),
+        ] {
+            assert_eq!(parse_port(p).is_ok(), ok, "{p:?}");
+        }
+        let t = parse_authority("Pkgs.Example.com.:65535", None).unwrap();
+        assert_eq!(t.to_string(), "pkgs.example.com:65535");
+        let t = parse_authority("[2001:db8::1]:443", None).unwrap();
+        assert_eq!(t.to_string(), "[2001:db8::1]:443");
+    }
+
+    #[test]
     fn canonical_spelling_is_recorded() {
         assert!(parse_authority("10.0.0.7:8080", None).unwrap().canonical_ip);
         assert!(
