@@ -43,7 +43,7 @@ impl Validator<'_> {
         let admin = self.admin(raw.admin.as_ref(), base);
         let metrics_listen = self.metrics_listen(raw.admin.as_ref(), base);
         let resolver = self.resolver(raw.resolver.as_ref());
-        let extra_roots = extra_roots(raw.upstream.as_ref(), base);
+        let extra_roots = self.extra_roots(raw.upstream.as_ref(), base);
         let publish_ca = raw.publish_ca.as_ref().map(|p| base.join(p.get_ref()));
         let limits = self.limits(raw.limits.as_ref());
         let logs = self.logs(raw.logs.as_ref());
@@ -82,6 +82,36 @@ impl Validator<'_> {
                 }
             },
         }
+    }
+
+    /// `[upstream] extra_roots`, relative to `base`: each a readable PEM
+    /// file with at least one certificate (what `run` loads; `check`
+    /// finds the same problems, with their line).
+    fn extra_roots(&mut self, upstream: Option<&RawUpstream>, base: &Path) -> Vec<PathBuf> {
+        let Some(u) = upstream else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for r in &u.extra_roots {
+            let path = base.join(r.get_ref());
+            let found = std::fs::read(&path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                .and_then(|pem| {
+                    use rustls::pki_types::{pem::PemObject, CertificateDer};
+                    let certs = CertificateDer::pem_slice_iter(&pem)
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| format!("{} is not PEM: {e}", path.display()))?;
+                    if certs.is_empty() {
+                        return Err(format!("{} holds no certificate", path.display()));
+                    }
+                    Ok(())
+                });
+            if let Err(why) = found {
+                self.problem(r, "upstream.extra_roots", why);
+            }
+            out.push(path);
+        }
+        out
     }
 
     /// `[admin] metrics_listen`: tcp: only (a scraper reaches it over the
@@ -300,16 +330,4 @@ impl Validator<'_> {
             self.problem(answers, &key, format!("{host} is pinned twice"));
         }
     }
-}
-
-/// `[upstream] extra_roots`, relative to `base`.
-fn extra_roots(upstream: Option<&RawUpstream>, base: &Path) -> Vec<PathBuf> {
-    upstream
-        .map(|u| {
-            u.extra_roots
-                .iter()
-                .map(|r| base.join(r.get_ref()))
-                .collect()
-        })
-        .unwrap_or_default()
 }

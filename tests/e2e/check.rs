@@ -136,3 +136,17 @@ fn shipped_configs_are_valid() {
         "config/default.toml, config/example.toml, deploy/*.toml"
     );
 }
+
+/// `check` finds what `run` would die on: an `extra_roots` file that is
+/// missing or holds no certificate, with its line.
+#[test]
+fn check_reads_extra_roots_like_run_does() {
+    let cfg = "[upstream]\nextra_roots = [\"missing.pem\", \"c.toml\"]\n\n[[task]]\nid = \"t\"\nlisten = [\"tcp:127.0.0.1:3128\"]\nallow = [\"pypi.org\"]\n";
+    let (code, _, err) = check(cfg);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("c.toml:2: upstream.extra_roots") && err.contains("cannot read"),
+        "{err}"
+    );
+    assert!(err.contains("holds no certificate"), "{err}");
+}
