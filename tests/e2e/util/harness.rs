@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -324,10 +324,30 @@ pub fn wait_rows(path: &Path, n: usize) -> Vec<Value> {
     .unwrap_or_else(|| read_rows(path))
 }
 
-/// The last access-log row for `host`, waiting until one exists.
+/// The last access-log row for `host`, once the log has settled: sluice
+/// flushes rows within 100 ms, so an earlier row for the same host can be
+/// in the file before the one the test just caused. Waits (bounded, 5 s)
+/// until a row for `host` exists and the file has not grown for 300 ms.
 #[track_caller]
 pub fn last_row_for(s: &Sluice, task: &str, host: &str) -> Value {
-    row_where(s, task, host, |_| true)
+    let path = s.task_file(task, "access.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen = (usize::MAX, Instant::now());
+    loop {
+        let rows = read_rows(&path);
+        if rows.len() != seen.0 {
+            seen = (rows.len(), Instant::now());
+        }
+        let settled = seen.1.elapsed() >= Duration::from_millis(300);
+        let last = rows.iter().rev().find(|r| r["host"] == host);
+        match last {
+            Some(row) if settled || Instant::now() > deadline => return row.clone(),
+            None if Instant::now() > deadline => {
+                panic!("no access-log row for {host}: {rows:#?}")
+            }
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
 }
 
 /// The last access-log row for `host` that `pred` accepts, waiting
