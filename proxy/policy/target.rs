@@ -366,6 +366,12 @@ mod tests {
             ("bare ipv6", "::1:443", None, Err(())),
             ("ipv6 zone", "[fe80::1%25eth0]:443", None, Err(())),
             ("junk after bracket", "[::1]x:443", None, Err(())),
+            (
+                "ipv6, default port",
+                "[::1]",
+                Some(443),
+                Ok((v4_6("::1"), 443)),
+            ),
             ("empty", "", None, Err(())),
         ];
         for (what, input, default, want) in cases {
@@ -378,6 +384,27 @@ mod tests {
 
     fn v4_6(s: &str) -> Host {
         Host::Ip(IpAddr::V6(s.parse().unwrap()))
+    }
+
+    #[test]
+    fn malformed_authorities_say_what_is_wrong() {
+        assert_eq!(
+            parse_authority("::1:443", None),
+            Err(TargetError::BadName("::1:443".into())),
+            "a bare IPv6 address is named whole"
+        );
+        for stray in [
+            "a]b.example.com:443",
+            "a[b.example.com:443",
+            "a.example.com]",
+        ] {
+            assert_eq!(
+                parse_authority(stray, Some(80)),
+                Err(TargetError::Brackets),
+                "{stray}"
+            );
+        }
+        assert_eq!(parse_authority("[::1", None), Err(TargetError::Brackets));
     }
 
     #[test]
