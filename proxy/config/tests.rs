@@ -175,3 +175,96 @@ fn error_text_names_file_line_and_key() {
         "{shown}"
     );
 }
+
+/// Every top-level section is read into the snapshot as written.
+#[test]
+fn every_section_is_read() {
+    let text = r#"
+unix_mode = "0640"
+[admin]
+listen = "tcp:127.0.0.1:9901"
+metrics_listen = "tcp:0.0.0.0:9090"
+[resolver]
+nameservers = ["192.0.2.53:53", "[2001:db8::53]:5353"]
+[limits]
+max_connections_per_task = 7
+header_timeout_secs = 3
+max_header_bytes = 4096
+connect_timeout_secs = 4
+first_byte_timeout_secs = 5
+tunnel_idle_timeout_secs = 6
+drain_secs = 2
+[logs]
+rotate_bytes = 1000
+keep = 2
+[[task]]
+id = "t"
+listen = ["tcp:127.0.0.1:3128"]
+allow = ["pypi.org"]
+"#;
+    let s = check(text).unwrap();
+    assert_eq!(s.unix_mode, 0o640);
+    assert_eq!(
+        s.admin,
+        Some(ListenAddr::Tcp("127.0.0.1:9901".parse().unwrap()))
+    );
+    assert_eq!(
+        s.metrics_listen,
+        Some(ListenAddr::Tcp("0.0.0.0:9090".parse().unwrap()))
+    );
+    assert_eq!(
+        s.resolver.nameservers,
+        Nameservers::List(vec![
+            "192.0.2.53:53".parse().unwrap(),
+            "[2001:db8::53]:5353".parse().unwrap()
+        ])
+    );
+    let l = &s.limits;
+    assert_eq!(l.max_connections_per_task, 7);
+    assert_eq!(l.header_timeout, Duration::from_secs(3));
+    assert_eq!(l.max_header_bytes, 4096);
+    assert_eq!(l.connect_timeout, Duration::from_secs(4));
+    assert_eq!(l.first_byte_timeout, Duration::from_secs(5));
+    assert_eq!(l.tunnel_idle_timeout, Duration::from_secs(6));
+    assert_eq!(l.drain, Duration::from_secs(2));
+    assert_eq!((s.logs.rotate_bytes, s.logs.keep), (1000, 2));
+    let sys = check(&text.replace(
+        r#"nameservers = ["192.0.2.53:53", "[2001:db8::53]:5353"]"#,
+        r#"nameservers = "system""#,
+    ))
+    .unwrap();
+    assert_eq!(sys.resolver.nameservers, Nameservers::System);
+}
+
+#[test]
+fn bad_unix_modes_and_metrics_listeners_are_problems() {
+    let base = "[[task]]\nid = \"t\"\nlisten = [\"tcp:127.0.0.1:3128\"]\nallow = [\"pypi.org\"]\n";
+    for (top, key) in [
+        ("unix_mode = \"1000\"\n", "unix_mode"),
+        ("unix_mode = \"0x1ff\"\n", "unix_mode"),
+        (
+            "[admin]\nmetrics_listen = \"unix:m.sock\"\n",
+            "admin.metrics_listen",
+        ),
+        (
+            "[resolver]\nnameservers = \"dhcp\"\n",
+            "resolver.nameservers",
+        ),
+    ] {
+        let problems = check(&format!("{top}{base}")).unwrap_err();
+        assert!(problems.iter().any(|p| p.key == key), "{top}: {problems:?}");
+    }
+    assert_eq!(
+        check(&format!("unix_mode = \"0777\"\n{base}"))
+            .unwrap()
+            .unix_mode,
+        0o777
+    );
+}
+
+#[test]
+fn fingerprint_tells_contents_apart() {
+    assert_eq!(fingerprint(b"a = 1"), fingerprint(b"a = 1"));
+    assert_ne!(fingerprint(b"a = 1"), fingerprint(b"a = 2"));
+    assert_ne!(fingerprint(b""), 0);
+}

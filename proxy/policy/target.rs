@@ -408,6 +408,20 @@ mod tests {
     }
 
     #[test]
+    fn names_at_the_edges() {
+        // 253 characters is the longest name; 254 is too long.
+        let label = "a".repeat(61);
+        let name = format!("{label}.{label}.{label}.{label}.b"); // 4 * 62 + 1
+        let longest = format!("{name}.com");
+        assert_eq!(longest.len(), 253);
+        assert!(normalize_host(&longest).is_ok());
+        assert!(normalize_host(&format!("{name}x.com")).is_err());
+        // Five parts are not an IPv4 address in any spelling.
+        assert_eq!(parse_ipv4_any("1.2.3.4.0"), None);
+        assert_eq!(parse_ipv4_any("1.2.3.4"), Some(Ipv4Addr::new(1, 2, 3, 4)));
+    }
+
+    #[test]
     fn ports_at_the_edges() {
         for (p, ok) in [
             ("1", true),
