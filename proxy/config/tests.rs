@@ -268,3 +268,51 @@ fn fingerprint_tells_contents_apart() {
     assert_ne!(fingerprint(b"a = 1"), fingerprint(b"a = 2"));
     assert_ne!(fingerprint(b""), 0);
 }
+
+#[test]
+fn task_ids_name_folders() {
+    let cfg = |id: &str| {
+        format!(
+            "[[task]]\nid = {id:?}\nlisten = [\"tcp:127.0.0.1:3128\"]\nallow = [\"pypi.org\"]\n"
+        )
+    };
+    let long = "a".repeat(64);
+    for ok in ["build", "a-b_c.d", long.as_str()] {
+        assert!(check(&cfg(ok)).is_ok(), "{ok}");
+    }
+    let too_long = "a".repeat(65);
+    for bad in ["", too_long.as_str(), "a/b", ".hidden", "a b", "ü"] {
+        let problems = check(&cfg(bad)).unwrap_err();
+        assert!(
+            problems.iter().any(|p| p.key == "task.id"),
+            "{bad:?}: {problems:?}"
+        );
+    }
+}
+
+#[test]
+fn pinned_hosts_are_read_and_checked() {
+    let base = "[[task]]\nid = \"t\"\nlisten = [\"tcp:127.0.0.1:3128\"]\nallow = [\"pypi.org\"]\n";
+    let s = check(&format!(
+        "[resolver.hosts]\n\"Pkgs.Example.com.\" = [\"192.0.2.1\", \"2001:db8::1\"]\n{base}"
+    ))
+    .unwrap();
+    assert_eq!(
+        s.resolver.hosts.get("pkgs.example.com"),
+        Some(&vec![
+            "192.0.2.1".parse().unwrap(),
+            "2001:db8::1".parse().unwrap()
+        ])
+    );
+    for bad in [
+        "\"pkgs.example.com\" = [\"not-an-ip\"]",
+        "\"10.0.0.1\" = [\"10.0.0.1\"]",
+        "\"pkgs.example.com\" = []",
+    ] {
+        let problems = check(&format!("[resolver.hosts]\n{bad}\n{base}")).unwrap_err();
+        assert!(
+            problems.iter().any(|p| p.key.starts_with("resolver.hosts")),
+            "{bad}: {problems:?}"
+        );
+    }
+}

@@ -419,6 +419,13 @@ mod tests {
         // Five parts are not an IPv4 address in any spelling.
         assert_eq!(parse_ipv4_any("1.2.3.4.0"), None);
         assert_eq!(parse_ipv4_any("1.2.3.4"), Some(Ipv4Addr::new(1, 2, 3, 4)));
+        // The last part fills exactly the bytes left.
+        assert_eq!(parse_ipv4_any("1.2.3.300"), None);
+        assert_eq!(
+            parse_ipv4_any("1.2.65535"),
+            Some(Ipv4Addr::new(1, 2, 255, 255))
+        );
+        assert_eq!(parse_ipv4_any("1.2.65536"), None);
     }
 
     #[test]
