@@ -166,6 +166,13 @@ fn connection_cap_counts_open_tunnels() {
         Duration::from_secs(5),
         || connect_status(&s, &authority) == 200,
     );
+    // The upstream counts an accepted connection in its own thread: wait
+    // for the fourth, then check no refused CONNECT got through.
+    eventually(
+        "the upstream saw the fourth tunnel",
+        Duration::from_secs(5),
+        || up.conns() >= 4,
+    );
     assert_eq!(
         up.conns(),
         4,
