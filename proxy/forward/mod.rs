@@ -170,11 +170,10 @@ pub async fn relay(
         .unwrap_or_else(|| "/".to_string());
     let authority = authority_for(target, origin.scheme);
     let up_req = upstream_request(parts, up_body, &authority, upgrade);
-    let tls = ctx.shared.tls.load_full();
     let up = Upstream {
         task: &ctx.task,
         pool: &ctx.task.pool,
-        tls: &tls,
+        tls: &ctx.shared.tls,
         path: &path,
         authority: &authority,
         timeout: snap.limits.connect_timeout,

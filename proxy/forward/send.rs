@@ -69,7 +69,8 @@ pub(super) async fn drain(req: Request<Incoming>) {
 pub(super) struct Upstream<'a> {
     pub(super) task: &'a TaskRuntime,
     pub(super) pool: &'a Arc<Pool>,
-    pub(super) tls: &'a Tls,
+    /// Loaded only when a fresh connection is dialled.
+    pub(super) tls: &'a arc_swap::ArcSwap<Tls>,
     pub(super) path: &'a str,
     pub(super) authority: &'a str,
     pub(super) timeout: Duration,
@@ -104,7 +105,7 @@ pub(super) async fn send(
     }
     let started = Instant::now();
     let (mut sender, addr) = connect(
-        up.tls,
+        &up.tls.load(),
         &admitted.permit,
         &admitted.addrs,
         &origin.tls,
