@@ -75,7 +75,7 @@ pub struct Exchange {
     pub body: bool,
     pub started: Instant,
     pub generation: u64,
-    /// What else the row should say (`log::CLIENT_TLS_FAILED`).
+    /// What else the row should say (`log::INTERCEPTED`, …).
     pub note: Option<&'static str>,
 }
 
@@ -114,6 +114,16 @@ pub fn write_row(
         note: ex.note.map(Into::into),
     };
     shared.log.access(&rec);
+    if let (Verdict::WouldDeny(..), Some(r)) = (verdict, refusal) {
+        if task.say_shadow(&ex.host) {
+            tracing::info!(
+                task = %task.id, client = %client, method = %ex.method, url = %ex.url,
+                rule = r.rule.as_str(),
+                "shadow: allowed what enforce would refuse: {} (said once a minute per host)",
+                r.reason
+            );
+        }
+    }
     let m = &task.metrics;
     m.decision(verdict);
     m.bytes(bytes.0, bytes.1);

@@ -56,6 +56,9 @@ impl From<&Provenance> for TaintedBy {
 
 /// `note` of a CONNECT row whose client refused sluice's certificate.
 pub const CLIENT_TLS_FAILED: &str = "client-tls-failed";
+/// `note` of a CONNECT row whose tunnel sluice intercepted: each request
+/// inside has a row of its own (kind `intercepted`).
+pub const INTERCEPTED: &str = "intercepted";
 
 /// One line of `access.jsonl` (SPEC §6). The writer and `report` (the
 /// reader) share this type, so the schema is written down once.
@@ -88,7 +91,7 @@ pub struct AccessRecord {
     #[serde(default)]
     pub generation: u64,
     /// What else a person reading the row should know
-    /// ([`CLIENT_TLS_FAILED`]); absent otherwise.
+    /// ([`INTERCEPTED`], [`CLIENT_TLS_FAILED`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<Cow<'static, str>>,
 }

@@ -42,6 +42,11 @@ pub enum ReloadError {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     pub generation: u64,
+    /// The config text was the same: nothing was swapped, and the
+    /// generation did not move.
+    pub unchanged: bool,
+    /// Per task: added, removed, or what changed (`config::diff`).
+    pub task_changes: Vec<String>,
     pub tasks_added: usize,
     pub tasks_removed: usize,
     pub listeners_opened: usize,
@@ -51,10 +56,20 @@ pub struct Summary {
 
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.unchanged {
+            return write!(
+                f,
+                "nothing changed; generation {} stays in force",
+                self.generation
+            );
+        }
+        write!(f, "generation {}: ", self.generation)?;
+        for c in &self.task_changes {
+            write!(f, "{c}; ")?;
+        }
         write!(
             f,
-            "generation {}: tasks +{} -{}, listeners +{} -{}, tunnels closed {}",
-            self.generation,
+            "tasks +{} -{}, listeners +{} -{}, tunnels closed {}",
             self.tasks_added,
             self.tasks_removed,
             self.listeners_opened,
@@ -107,7 +122,15 @@ struct Prepared {
 }
 
 async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
-    let p = prepare(shared).await?;
+    let old = shared.snapshot.load_full();
+    let Some(p) = prepare(shared, &old).await? else {
+        return Ok(Summary {
+            generation: old.generation,
+            unchanged: true,
+            ..Summary::default()
+        });
+    };
+    let task_changes = config::diff::task_changes(&old, &p.new);
     let owners: HashMap<ListenAddr, String> = p
         .new
         .tasks
@@ -141,6 +164,8 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
     }
     Ok(Summary {
         generation,
+        unchanged: false,
+        task_changes,
         tasks_added,
         tasks_removed,
         listeners_opened,
@@ -150,10 +175,16 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
 }
 
 /// Loads and validates the new config and builds what can fail —
-/// resolver, TLS, new listeners — touching nothing live.
-async fn prepare(shared: &Shared) -> Result<Prepared, ReloadError> {
-    let old = shared.snapshot.load_full();
+/// resolver, TLS, new listeners — touching nothing live. `None` when the
+/// config text is the one in force.
+async fn prepare(shared: &Shared, old: &Snapshot) -> Result<Option<Prepared>, ReloadError> {
     let mut new = config::load(shared.config_path.as_deref(), old.generation + 1)?;
+    if new.fingerprint == old.fingerprint && new.source == old.source {
+        return Ok(None);
+    }
+    for w in &new.warnings {
+        tracing::warn!("config: {w}");
+    }
     if new.state_dir != old.state_dir {
         tracing::warn!("state_dir changed; it takes effect only after a restart");
         new.state_dir = old.state_dir.clone();
@@ -187,14 +218,14 @@ async fn prepare(shared: &Shared) -> Result<Prepared, ReloadError> {
             }
         }
     }
-    Ok(Prepared {
+    Ok(Some(Prepared {
         new,
         resolver,
         tls,
         wanted,
         current,
         fresh,
-    })
+    }))
 }
 
 /// The bound listeners' addresses. A listener bound with port 0 is the

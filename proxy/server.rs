@@ -71,7 +71,16 @@ fn raise_fd_limit() {
 pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> Result<(), StartError> {
     // Signal handlers first: a SIGHUP that arrives as soon as the
     // listeners are up must reload, not kill (its default action).
-    let signals = Signals::install();
+    let mut signals = Signals::install();
+    tracing::info!(
+        "sluice {} starting: config {}, state folder {}",
+        env!("CARGO_PKG_VERSION"),
+        snapshot.source,
+        snapshot.state_dir.display()
+    );
+    for w in &snapshot.warnings {
+        tracing::warn!("config: {w}");
+    }
     raise_fd_limit();
     std::fs::create_dir_all(&snapshot.state_dir).map_err(|source| StartError::StateDir {
         path: snapshot.state_dir.clone(),
@@ -131,7 +140,7 @@ pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> Result<(),
     let watcher = crate::reload::watch(shared.clone());
     signals.wait(&shared).await;
     drop(watcher);
-    stop(&shared, admin_task, drain).await;
+    stop(&shared, admin_task, drain, &mut signals).await;
     Ok(())
 }
 
@@ -228,13 +237,14 @@ fn notify_ready() {
     }
 }
 
-/// Stops accepting, lets what is in flight finish for `drain`, then
-/// closes the rest and flushes the logs.
-async fn stop(shared: &Shared, admin_task: Option<tokio::task::JoinHandle<()>>, drain: Duration) {
-    tracing::info!(
-        drain_secs = drain.as_secs(),
-        "shutting down: no new connections, draining"
-    );
+/// Stops accepting, lets what is in flight finish for `drain` (or until
+/// a second signal), then closes the rest and flushes the logs.
+async fn stop(
+    shared: &Shared,
+    admin_task: Option<tokio::task::JoinHandle<()>>,
+    drain: Duration,
+    signals: &mut Signals,
+) {
     shared.shutdown.cancel();
     if let Some(a) = admin_task {
         let _ = a.await;
@@ -242,11 +252,25 @@ async fn stop(shared: &Shared, admin_task: Option<tokio::task::JoinHandle<()>>, 
     // Give the accept loops a moment to close their sockets.
     tokio::time::sleep(Duration::from_millis(20)).await;
     shared.tracker.close();
-    if tokio::time::timeout(drain, shared.tracker.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("drain period over; closing remaining connections");
+    let open = shared.tracker.len();
+    if open == 0 {
+        tracing::info!("shutting down: no open connections");
+    } else {
+        tracing::info!(
+            "shutting down: no new connections; waiting up to {} s for {open} open \
+             connection(s) to finish (send the signal again, or Ctrl-C, to close them now)",
+            drain.as_secs()
+        );
+    }
+    let cut_short = tokio::select! {
+        r = tokio::time::timeout(drain, shared.tracker.wait()) => r.is_err().then_some("drain period over"),
+        _ = signals.next_stop() => Some("second signal"),
+    };
+    if let Some(why) = cut_short {
+        tracing::warn!(
+            "{why}: closing {} remaining connection(s) now",
+            shared.tracker.len()
+        );
         shared.hard_stop.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), shared.tracker.wait()).await;
     }
@@ -271,7 +295,16 @@ impl Signals {
         Signals { term, hup }
     }
 
-    async fn wait(mut self, shared: &Arc<Shared>) {
+    /// The next SIGTERM or SIGINT.
+    async fn next_stop(&mut self) {
+        tokio::select! {
+            _ = recv(&mut self.term) => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+
+    /// Serves SIGHUP reloads until SIGTERM or SIGINT.
+    async fn wait(&mut self, shared: &Arc<Shared>) {
         loop {
             tokio::select! {
                 _ = recv(&mut self.term) => return,

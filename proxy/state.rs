@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use tokio::sync::Semaphore;
@@ -46,9 +47,34 @@ pub struct TaskRuntime {
     /// second per task, so a connection flood cannot fill the shared log
     /// queue (every refusal is still counted in the metrics).
     pub accept_row_second: std::sync::atomic::AtomicU64,
+    /// When a shadow-mode `would_deny` for each host was last said on the
+    /// console: at most once a minute per host.
+    shadow_said: Mutex<HashMap<String, Instant>>,
 }
 
+/// Hosts remembered for the shadow-mode console lines at most; past it
+/// the memory is cleared (a few lines may then repeat).
+const SHADOW_HOSTS: usize = 4096;
+
 impl TaskRuntime {
+    /// Whether a shadow-mode decision about `host` should reach the
+    /// console now (once a minute per host).
+    pub fn say_shadow(&self, host: &str) -> bool {
+        let mut said = self.shadow_said.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if said
+            .get(host)
+            .is_some_and(|t| now.duration_since(*t) < Duration::from_secs(60))
+        {
+            return false;
+        }
+        if said.len() >= SHADOW_HOSTS {
+            said.clear();
+        }
+        said.insert(host.to_string(), now);
+        true
+    }
+
     /// Creates a task's runtime, reloading its taint set from disk.
     pub fn new(task: &TaskConfig, snapshot: &Snapshot, metrics: &Metrics) -> TaskRuntime {
         let path = snapshot
@@ -77,6 +103,7 @@ impl TaskRuntime {
             tunnels: Arc::default(),
             metrics: task_metrics,
             accept_row_second: Default::default(),
+            shadow_said: Default::default(),
         }
     }
 }

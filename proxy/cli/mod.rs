@@ -79,6 +79,8 @@ pub enum Command {
         /// address (a sidecar's service name, say).
         #[arg(long)]
         proxy: Option<String>,
+        /// The syntax to print: `sh` (bash, zsh, dash: `eval "$(sluice env)"`),
+        /// `fish` (`sluice env --shell fish | source`) or `json`.
         #[arg(long, value_enum, default_value = "sh")]
         shell: crate::clientenv::Shell,
     },
@@ -122,7 +124,8 @@ pub struct StateArgs {
     /// embedded config's, ./sluice-state).
     #[arg(long, value_name = "FILE", conflicts_with = "state")]
     config: Option<PathBuf>,
-    /// The state folder itself (ca.pem, ca.key, tasks/*/access.jsonl).
+    /// The state folder itself (ca.pem, ca.key, tasks/*/access.jsonl);
+    /// default: the state_dir of --config, or of the embedded config.
     #[arg(long, value_name = "DIR")]
     state: Option<PathBuf>,
 }
@@ -337,9 +340,16 @@ pub fn check_report(s: &Snapshot) -> String {
         "INTERCEPT",
         "PRIVATE",
     ];
-    let mut rows: Vec<[String; 7]> = vec![header.map(String::from)];
-    rows.extend(s.tasks.iter().map(|t| check_row(t)));
-    out.push_str(&render_table(&rows));
+    let mut rows: Vec<Vec<String>> = vec![header.map(String::from).to_vec()];
+    rows.extend(s.tasks.iter().map(|t| check_row(t).to_vec()));
+    out.push_str(&crate::report::aligned(&rows, |_| false));
+    out.push_str(
+        "! = wider than the default: a shadow mode, taint exemptions or off, no \
+         interception, private ranges, or a private or metadata address in allow\n",
+    );
+    for w in &s.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
     out
 }
 
@@ -385,7 +395,13 @@ fn allow_column(t: &TaskConfig) -> String {
         .map(|(h, ports)| {
             let mut ports = ports.clone();
             ports.sort_by_key(|p| p.parse::<u32>().unwrap_or(0));
-            format!("{h}:{}", ports.join(","))
+            // Admitted as listed, but not a public destination.
+            let ip = h.trim_start_matches('[').trim_end_matches(']');
+            let mark = match ip.parse::<std::net::IpAddr>() {
+                Ok(ip) if crate::policy::addr::classify(ip).is_err() => "!",
+                _ => "",
+            };
+            format!("{mark}{h}:{}", ports.join(","))
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -437,28 +453,4 @@ fn private_column(t: &TaskConfig) -> String {
             .collect::<Vec<_>>()
             .join(",")
     )
-}
-
-/// Rows as left-aligned columns two spaces apart, one line each.
-fn render_table(rows: &[[String; 7]]) -> String {
-    let mut widths = [0usize; 7];
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }

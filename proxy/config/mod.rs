@@ -10,6 +10,7 @@
 //! uses `task` (one `[[task]]`), which uses `validator` (problem
 //! collection and the checks both share).
 
+pub mod diff;
 mod listen;
 mod raw;
 mod sections;
@@ -172,6 +173,9 @@ pub struct Snapshot {
     pub limits: Limits,
     pub logs: LogSettings,
     pub tasks: Vec<Arc<TaskConfig>>,
+    /// Valid but probably not meant (`file:line: key: message`), in line
+    /// order: `check` prints them, `run` logs them.
+    pub warnings: Vec<String>,
 }
 
 impl Snapshot {
@@ -206,10 +210,30 @@ pub enum ConfigError {
 fn render_problems(source: &Source, problems: &[Problem]) -> String {
     let mut out = format!("invalid config {source}: {} problem(s)", problems.len());
     for p in problems {
-        let line = p.line.map(|l| format!(":{l}")).unwrap_or_default();
-        out.push_str(&format!("\n  {source}{line}: {}: {}", p.key, p.message));
+        out.push_str("\n  ");
+        out.push_str(&render_problem(source, p));
     }
     out
+}
+
+/// `task[1].alow` → `task[build].alow`, as the other task problems say.
+fn task_key(raw: &RawConfig, key: String) -> String {
+    let Some(rest) = key.strip_prefix("task[") else {
+        return key;
+    };
+    let Some((n, tail)) = rest.split_once(']') else {
+        return key;
+    };
+    match n.parse::<usize>().ok().and_then(|n| raw.task.get(n)) {
+        Some(t) => format!("task[{}]{tail}", t.get_ref().id.get_ref()),
+        None => key,
+    }
+}
+
+/// `file:line: key: message`.
+fn render_problem(source: &Source, p: &Problem) -> String {
+    let line = p.line.map(|l| format!(":{l}")).unwrap_or_default();
+    format!("{source}{line}: {}: {}", p.key, p.message)
 }
 
 /// A hash of a config text.
@@ -254,9 +278,19 @@ pub fn validate(
     let mut v = Validator {
         text,
         problems: Vec::new(),
+        warnings: Vec::new(),
     };
-    let raw: RawConfig = match toml::from_str(text) {
-        Ok(r) => r,
+    let raw: RawConfig = match raw::parse(text) {
+        Ok((r, unknown)) => {
+            for u in unknown {
+                v.problems.push(Problem {
+                    line: u.span.map(|s| v.line_of(s.start)),
+                    key: task_key(&r, u.key),
+                    message: "unknown key (see config/example.toml for every key)".into(),
+                });
+            }
+            r
+        }
         Err(e) => {
             let line = e.span().map(|s| v.line_of(s.start));
             v.problems.push(Problem {
@@ -272,6 +306,14 @@ pub fn validate(
     };
     let mut snapshot = v.build(raw, source.clone(), base, generation);
     snapshot.fingerprint = fingerprint(text.as_bytes());
+    // In line order, whichever check found them; the sort is stable.
+    v.problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+    v.warnings.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+    snapshot.warnings = v
+        .warnings
+        .iter()
+        .map(|w| render_problem(&source, w))
+        .collect();
     if v.problems.is_empty() {
         Ok(snapshot)
     } else {

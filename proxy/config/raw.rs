@@ -1,16 +1,18 @@
-//! The config file as written: serde types that mirror SPEC §3 exactly and
-//! reject unknown keys. Values carry their spans so that validation can
-//! name the line of every problem.
+//! The config file as written: serde types that mirror SPEC §3 exactly.
+//! Values carry their spans so that validation can name the line of every
+//! problem. Unknown keys are collected by [`parse`] (each with its span),
+//! not fatal to parsing, so that `check` reports them beside every other
+//! problem.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 pub type S<T> = Spanned<T>;
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawConfig {
     pub state_dir: Option<S<String>>,
     /// A folder to copy the CA certificate and bundle to, for tasks.
@@ -27,7 +29,6 @@ pub struct RawConfig {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: Option<S<String>>,
     pub metrics_listen: Option<S<String>>,
@@ -41,7 +42,6 @@ pub enum RawNameservers {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawResolver {
     pub nameservers: Option<S<RawNameservers>>,
     #[serde(default)]
@@ -49,7 +49,6 @@ pub struct RawResolver {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawUpstream {
     #[serde(default)]
     pub extra_roots: Vec<S<String>>,
@@ -57,7 +56,6 @@ pub struct RawUpstream {
 
 /// Resource limits; every field has a default (see `Limits`).
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawLimits {
     pub max_connections_per_task: Option<S<i64>>,
     pub header_timeout_secs: Option<S<i64>>,
@@ -70,14 +68,12 @@ pub struct RawLimits {
 
 /// Access-log rotation.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawLogs {
     pub rotate_bytes: Option<S<i64>>,
     pub keep: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawTask {
     pub id: S<String>,
     #[serde(default)]
@@ -94,7 +90,6 @@ pub struct RawTask {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawTaint {
     pub mode: Option<S<String>>,
     #[serde(default)]
@@ -106,4 +101,105 @@ pub struct RawTaint {
     /// served it; `"taint"`: it does.
     #[serde(rename = "self")]
     pub self_: Option<S<String>>,
+}
+
+/// A key the config does not know, and where it is written.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Unknown {
+    /// `logs.rotate`, `task[1].alow`.
+    pub key: String,
+    pub span: Option<std::ops::Range<usize>>,
+}
+
+/// One step of a path into the document.
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Parses a config text, collecting the keys it does not know instead of
+/// stopping at the first.
+pub fn parse(text: &str) -> Result<(RawConfig, Vec<Unknown>), toml::de::Error> {
+    let de = toml::de::Deserializer::parse(text)?;
+    let mut paths: Vec<Vec<Step>> = Vec::new();
+    let raw: RawConfig = serde_ignored::deserialize(de, |path| paths.push(steps(&path)))?;
+    let doc = DeTable::parse(text).ok();
+    let unknown = paths
+        .into_iter()
+        .map(|p| Unknown {
+            key: render(&p),
+            span: doc.as_ref().and_then(|d| span_of(d.get_ref(), &p)),
+        })
+        .collect();
+    Ok((raw, unknown))
+}
+
+/// The steps of an ignored path, without `Spanned`'s private fields.
+fn steps(path: &serde_ignored::Path) -> Vec<Step> {
+    use serde_ignored::Path;
+    let mut out = Vec::new();
+    let mut at = path;
+    loop {
+        match at {
+            Path::Root => break,
+            Path::Seq { parent, index } => {
+                out.push(Step::Index(*index));
+                at = parent;
+            }
+            Path::Map { parent, key } => {
+                if !key.starts_with("$__") {
+                    out.push(Step::Key(key.clone()));
+                }
+                at = parent;
+            }
+            Path::Some { parent }
+            | Path::NewtypeStruct { parent }
+            | Path::NewtypeVariant { parent } => at = parent,
+        }
+    }
+    out.reverse();
+    out
+}
+
+fn render(steps: &[Step]) -> String {
+    let mut out = String::new();
+    for s in steps {
+        match s {
+            Step::Key(k) if out.is_empty() => out.push_str(k),
+            Step::Key(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// Where the last key of `steps` is written.
+fn span_of(table: &DeTable, steps: &[Step]) -> Option<std::ops::Range<usize>> {
+    let (Step::Key(first), rest) = steps.split_first()? else {
+        return None;
+    };
+    let (key, value) = table.get_key_value(first.as_str())?;
+    if rest.is_empty() {
+        return Some(key.span());
+    }
+    let mut value: &DeValue = value.get_ref();
+    let mut rest = rest;
+    while let Some((step, tail)) = rest.split_first() {
+        match (step, value) {
+            (Step::Index(i), DeValue::Array(a)) => {
+                let item = a.get(*i)?;
+                if tail.is_empty() {
+                    return Some(item.span());
+                }
+                value = item.get_ref();
+                rest = tail;
+            }
+            (Step::Key(_), DeValue::Table(t)) => return span_of(t, rest),
+            _ => return None,
+        }
+    }
+    None
 }

@@ -63,6 +63,7 @@ impl Validator<'_> {
             limits,
             logs,
             tasks,
+            warnings: Vec::new(),
         }
     }
 

@@ -7,7 +7,7 @@
 //! stop at a task's first problem: each is reported, in the order of the
 //! task's keys.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::Path;
 
@@ -125,37 +125,62 @@ impl Validator<'_> {
     }
 
     /// `allow`: host or IP with an optional port (80 and 443 without one),
-    /// each listed once, IPs in their canonical spelling.
+    /// each listed once, IPs in their canonical spelling. URL-shaped
+    /// entries and wildcards get a hint; single-label names a warning.
     fn task_allow(&mut self, items: &[S<String>], id: &str) -> AllowList {
         let mut allow = AllowList::default();
+        // The spelling that first listed each destination.
+        let mut first: HashMap<(Host, u16), &str> = HashMap::new();
         for a in items {
-            match parse_authority(a.get_ref(), Some(0)) {
-                Ok(target) => {
-                    if let Host::Ip(ip) = target.host {
-                        if !target.canonical_ip {
-                            self.problem(
-                                a,
-                                key(id, "allow"),
-                                format!("write the IP address in its canonical spelling: {ip}"),
-                            );
-                        }
-                    }
-                    let ports: &[u16] = if target.port == 0 {
-                        &[80, 443]
-                    } else {
-                        &[target.port]
-                    };
-                    for p in ports {
-                        if !allow.insert(target.host.clone(), *p) {
-                            self.problem(
-                                a,
-                                key(id, "allow"),
-                                format!("{}:{p} is listed twice", target.host),
-                            );
-                        }
-                    }
+            let written = a.get_ref().as_str();
+            let target = match parse_authority(written, Some(0)) {
+                Ok(t) => t,
+                Err(e) => {
+                    let message =
+                        allow_hint(written).unwrap_or_else(|| format!("{written:?}: {e}"));
+                    self.problem(a, key(id, "allow"), message);
+                    continue;
                 }
-                Err(e) => self.problem(a, key(id, "allow"), format!("{:?}: {e}", a.get_ref())),
+            };
+            match &target.host {
+                Host::Ip(ip) if !target.canonical_ip => self.problem(
+                    a,
+                    key(id, "allow"),
+                    format!("write the IP address in its canonical spelling: {ip}"),
+                ),
+                Host::Name(n) if !n.contains('.') => self.warning(
+                    a,
+                    key(id, "allow"),
+                    format!(
+                        "{written:?} is a single-label name: public DNS has none, and a \
+                         resolver may complete it with a search domain; write the full name \
+                         unless it is a service on a private network (then also allow_private)"
+                    ),
+                ),
+                _ => {}
+            }
+            let ports: &[u16] = if target.port == 0 {
+                &[80, 443]
+            } else {
+                &[target.port]
+            };
+            let mut twice: Vec<(u16, &str)> = Vec::new();
+            for p in ports {
+                if allow.insert(target.host.clone(), *p) {
+                    first.insert((target.host.clone(), *p), written);
+                } else if let Some(earlier) = first.get(&(target.host.clone(), *p)) {
+                    twice.push((*p, earlier));
+                }
+            }
+            if let Some((_, earlier)) = twice.first() {
+                let ports: Vec<String> = twice.iter().map(|(p, _)| p.to_string()).collect();
+                let dest = format!("{}:{}", target.host, ports.join(","));
+                let message = if *earlier == written {
+                    format!("{written:?} is listed twice ({dest})")
+                } else {
+                    format!("{earlier:?} and {written:?} are the same destination ({dest}); list it once")
+                };
+                self.problem(a, key(id, "allow"), message);
             }
         }
         allow
@@ -269,4 +294,30 @@ impl Validator<'_> {
             }
         }
     }
+}
+
+/// What to write instead of an `allow` entry sluice cannot read, when its
+/// shape says what was meant: a URL, or a wildcard.
+fn allow_hint(written: &str) -> Option<String> {
+    if let Some((_, rest)) = written.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let authority = authority.rsplit('@').next().unwrap_or(authority);
+        return Some(format!(
+            "{written:?} is a URL; allow takes a host name with an optional port: {authority:?}"
+        ));
+    }
+    if let Some((authority, _)) = written.split_once('/') {
+        return Some(format!(
+            "{written:?} has a path; allow takes a host name with an optional port: {authority:?}"
+        ));
+    }
+    if written.contains('*') {
+        let rest = written.trim_start_matches("*.");
+        return Some(format!(
+            "{written:?}: wildcards are not supported: sluice admits exact names only, so a \
+             task cannot reach a name nobody reviewed (under a wildcard it could pick any \
+             bucket, user page or tunnel endpoint); list each host it needs, e.g. {rest:?}"
+        ));
+    }
+    None
 }

@@ -58,8 +58,8 @@ fn invalid_table() {
             "unknown key",
             "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallwo = [\"x.example\"]\n",
             4,
-            "toml",
-            "unknown field `allwo`",
+            "task[a].allwo",
+            "unknown key",
         ),
         (
             "duplicate task id",
@@ -157,6 +157,79 @@ fn every_problem_is_reported() {
     let text = "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"bad host\", \"x.example:0\"]\nallow_private = [\"nope\"]\n";
     let problems = check(text).unwrap_err();
     assert_eq!(problems.len(), 3, "{problems:?}");
+}
+
+#[test]
+fn unknown_keys_hide_nothing_and_problems_come_in_line_order() {
+    let text =
+        "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow_mode = \"loud\"\nalow = [1]\n\
+                [task.taint]\nmode = \"x\"\nmood = 2\n[logs]\nkeep = 0\nrotate = 1\n";
+    let problems = check(text).unwrap_err();
+    let got: Vec<(Option<usize>, &str)> =
+        problems.iter().map(|p| (p.line, p.key.as_str())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (Some(4), "task[a].allow_mode"),
+            (Some(5), "task[a].alow"),
+            (Some(7), "task[a].taint.mode"),
+            (Some(8), "task[a].taint.mood"),
+            (Some(10), "logs.keep"),
+            (Some(11), "logs.rotate"),
+        ]
+    );
+}
+
+#[test]
+fn allow_entries_of_a_known_wrong_shape_get_a_hint() {
+    let entry = |e: &str| {
+        let text = format!("[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [{e}]\n");
+        check(&text)
+            .unwrap_err()
+            .into_iter()
+            .map(|p| p.message)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let url = entry("\"https://user@pkgs.example.com:8443/simple?x=1\"");
+    assert!(
+        url.contains("is a URL") && url.contains("\"pkgs.example.com:8443\""),
+        "{url}"
+    );
+    let path = entry("\"pkgs.example.com/simple\"");
+    assert!(
+        path.contains("has a path") && path.contains("\"pkgs.example.com\""),
+        "{path}"
+    );
+    let wild = entry("\"*.example.com\"");
+    assert!(
+        wild.contains("wildcards are not supported") && wild.contains("\"example.com\""),
+        "{wild}"
+    );
+    let twice = entry("\"A.Example.com.\", \"a.example.com:443\"");
+    assert_eq!(
+        twice,
+        "\"A.Example.com.\" and \"a.example.com:443\" are the same destination (a.example.com:443); list it once"
+    );
+    let same = entry("\"a.example.com\", \"a.example.com\"");
+    assert_eq!(
+        same,
+        "\"a.example.com\" is listed twice (a.example.com:80,443)"
+    );
+}
+
+#[test]
+fn a_single_label_name_is_valid_with_a_warning() {
+    let text = "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"pkgs.example.com\", \"cache\"]\n";
+    let s = validate(text, Source::Embedded, Path::new("."), 1).unwrap();
+    assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+    assert!(
+        s.warnings[0].starts_with(
+            "<embedded default.toml>:4: task[a].allow: \"cache\" is a single-label name"
+        ),
+        "{:?}",
+        s.warnings
+    );
 }
 
 #[test]

@@ -17,6 +17,9 @@ use super::Problem;
 pub(super) struct Validator<'a> {
     pub(super) text: &'a str,
     pub(super) problems: Vec<Problem>,
+    /// Things that are valid but probably not meant: shown by `check` and
+    /// logged at start and reload; they never refuse a config.
+    pub(super) warnings: Vec<Problem>,
 }
 
 impl Validator<'_> {
@@ -37,6 +40,20 @@ impl Validator<'_> {
     ) {
         let line = Some(self.line_of(at.span().start));
         self.problems.push(Problem {
+            line,
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+
+    pub(super) fn warning<T>(
+        &mut self,
+        at: &S<T>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) {
+        let line = Some(self.line_of(at.span().start));
+        self.warnings.push(Problem {
             line,
             key: key.into(),
             message: message.into(),

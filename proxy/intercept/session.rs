@@ -66,6 +66,7 @@ pub async fn tunnel_session(ctx: Arc<ConnCtx>, client: ClientIo, t: Tunnel) {
     if let Some((scheme, h2c, tls)) = served_as {
         // Each request inside is decided and logged on its own.
         row.ex.body = false;
+        row.ex.note = Some(crate::log::INTERCEPTED);
         let host = t.target.host.to_string();
         let stop = ctx.shared.hard_stop.child_token();
         let _registered = ctx

@@ -70,7 +70,7 @@ fn check_embedded_default() {
 #[test]
 fn invalid_configs_exit_1_naming_file_line_and_key() {
     let cases: &[(&str, &str, &str)] = &[
-        ("unknown key", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallwo = []\n", ":4: toml: unknown field `allwo`"),
+        ("unknown key", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallwo = []\n", ":4: task[a].allwo: unknown key"),
         ("duplicate task id", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:2\"]\n", ":5: task.id"),
         ("shared listener", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n[[task]]\nid = \"b\"\nlisten = [\"tcp:127.0.0.1:1\"]\n", ":6: task[b].listen"),
         ("bad cidr", "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow_private = [\"10.0.0.0/40\"]\n", ":4: task[a].allow_private"),
