@@ -75,13 +75,21 @@ pub async fn run(listen: ListenAddr, to: ListenAddr) -> Result<(), RelayError> {
     tracing::info!(listen = %bound, to = %to, "forwarding");
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(RelayError::Signal)?;
+    tokio::select! {
+        _ = serve(&bound, &to) => {}
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    if let Bound::Unix(_, path) = &bound {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// Relays every connection accepted on `bound` to `to`, for ever.
+pub async fn serve(bound: &Bound, to: &ListenAddr) {
     loop {
-        let accepted = tokio::select! {
-            a = listener::accept(&bound) => a,
-            _ = term.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
-        };
-        let (mut client, peer) = match accepted {
+        let (mut client, peer) = match listener::accept(bound).await {
             Ok(a) => (a.stream, a.client),
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -101,10 +109,6 @@ pub async fn run(listen: ListenAddr, to: ListenAddr) -> Result<(), RelayError> {
             }
         });
     }
-    if let Bound::Unix(_, path) = &bound {
-        let _ = std::fs::remove_file(path);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! The modules, top to bottom (a module names only modules below it;
 //! ARCHITECTURE.md has the request's path):
 //!
-//! - [`cli`], [`report`], [`guest_relay`], [`clientenv`]: the `sluice`
-//!   subcommands.
+//! - [`cli`], [`report`], [`guest_relay`], [`clientenv`], [`exec`]: the
+//!   `sluice` subcommands.
 //! - [`server`]: start-up and graceful shutdown; wires the layers.
 //! - [`admin`]: the admin API (health, metrics, tasks, taint, reload).
 //! - [`reload`]: validate a new config whole, swap it in, revoke what it
@@ -39,6 +39,7 @@ pub mod config;
 pub mod conn;
 pub mod dns;
 pub mod exchange;
+pub mod exec;
 pub mod forward;
 pub mod guest_relay;
 pub mod intercept;

@@ -143,6 +143,24 @@ fn tainted_hosts(dir: &Path) -> HashSet<String> {
         .collect()
 }
 
+/// Where each of a task's tainted hosts was named, one line each:
+/// `tainted: HOST (named by URL at TIME)`.
+pub fn taint_lines(state_dir: &Path, task: &str) -> Vec<String> {
+    std::fs::read_to_string(state_dir.join("tasks").join(task).join("taint.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            let host = v["host"].as_str()?;
+            Some(format!(
+                "tainted: {host} (named by {} at {})",
+                v["source"].as_str().unwrap_or("?"),
+                v["ts"].as_str().unwrap_or("?")
+            ))
+        })
+        .collect()
+}
+
 /// Is there something to report on? A state folder that does not exist, or
 /// a task it has no folder for, is a mistake to say, not an empty report.
 pub fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), String> {

@@ -69,6 +69,20 @@ fn raise_fd_limit() {
 /// Binds every listener of `snapshot`, serves until SIGTERM/SIGINT, drains
 /// and flushes the logs.
 pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> Result<(), StartError> {
+    run_until(snapshot, config_path, None).await
+}
+
+/// A future that, when it completes, stops a server started by
+/// [`run_until`] (`sluice exec`: the command has exited).
+pub type Until = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// [`run`], stopping when `until` completes instead of on SIGTERM/SIGINT
+/// (when given). SIGHUP still reloads.
+pub async fn run_until(
+    snapshot: Snapshot,
+    config_path: Option<PathBuf>,
+    until: Option<Until>,
+) -> Result<(), StartError> {
     // Signal handlers first: a SIGHUP that arrives as soon as the
     // listeners are up must reload, not kill (its default action).
     let mut signals = Signals::install();
@@ -138,7 +152,10 @@ pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> Result<(),
     }
     notify_ready();
     let watcher = crate::reload::watch(shared.clone());
-    signals.wait(&shared).await;
+    match until {
+        None => signals.wait(&shared).await,
+        Some(until) => until.await,
+    }
     drop(watcher);
     stop(&shared, admin_task, drain, &mut signals).await;
     Ok(())

@@ -9,7 +9,7 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "commands",
-        &["main", "cli", "report", "guest_relay", "clientenv"],
+        &["main", "cli", "report", "guest_relay", "clientenv", "exec"],
     ),
     ("wiring", &["server", "admin", "reload"]),
     ("connections", &["accept", "conn"]),

@@ -56,6 +56,58 @@ pub enum Command {
         #[arg(long)]
         allow_list: bool,
     },
+    /// Run one command with sluice as its only way out, then print what it
+    /// reached: sluice exec --allow registry.npmjs.org -- npm install.
+    Exec {
+        /// Take the task from this config (its listeners are not used).
+        #[arg(long, value_name = "FILE", conflicts_with = "allow")]
+        config: Option<PathBuf>,
+        /// The task of --config (default: its only task).
+        #[arg(long, requires = "config")]
+        task: Option<String>,
+        /// A destination the command may reach, as in a config's allow
+        /// (HOST, or HOST:PORT; repeat it). Default: none.
+        #[arg(long, value_name = "HOST[:PORT]")]
+        allow: Vec<String>,
+        /// Shadow mode: relay every public host, refuse nothing but private
+        /// addresses, and end with the allow line that admits exactly what
+        /// the command reached.
+        #[arg(long)]
+        learn: bool,
+        /// Intercept TLS (`all`, to see inside HTTPS and scan for taint) or
+        /// not (`none`). Default: the task's setting; `all` with --allow.
+        #[arg(long, value_enum)]
+        intercept: Option<InterceptArg>,
+        /// The state folder (CA, access log), kept afterwards. Default: a
+        /// new folder under the temp folder, named in the report.
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
+        /// For tools that ignore proxy variables: redirect all TCP to sluice
+        /// and answer DNS for the allowed names only.
+        #[arg(long)]
+        transparent: bool,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Inside `sluice exec`'s namespaces (started by exec, not by people).
+    #[command(hide = true)]
+    ExecGuest {
+        #[arg(long)]
+        to: PathBuf,
+        #[arg(long)]
+        state: PathBuf,
+        #[arg(long)]
+        netns: u64,
+        #[arg(long)]
+        transparent: bool,
+        #[arg(long)]
+        any_name: bool,
+        #[arg(long = "name")]
+        names: Vec<String>,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Guest-side relay (TCP → unix socket or vsock), no policy of its own.
     Forward {
         /// Where guest tools connect, e.g. tcp:127.0.0.1:3128.
@@ -199,6 +251,45 @@ pub fn execute(cli: Cli) -> ExitCode {
             json,
             allow_list,
         } => report(&state, task.as_deref(), json, allow_list),
+        Command::Exec {
+            config,
+            task,
+            allow,
+            learn,
+            intercept,
+            state,
+            transparent,
+            command,
+        } => crate::exec::run(crate::exec::Options {
+            config,
+            task,
+            allow,
+            learn,
+            intercept: intercept.map(|i| match i {
+                InterceptArg::All => Intercept::All,
+                InterceptArg::None => Intercept::None,
+            }),
+            state,
+            transparent,
+            command,
+        }),
+        Command::ExecGuest {
+            to,
+            state,
+            netns,
+            transparent,
+            any_name,
+            names,
+            command,
+        } => crate::exec::guest::main(crate::exec::guest::GuestArgs {
+            to,
+            state,
+            netns,
+            transparent,
+            any_name,
+            names,
+            command,
+        }),
         Command::Check { config } => match config::load(config.as_deref(), 1) {
             Ok(s) => {
                 print!("{}", check_report(&s));
@@ -210,6 +301,13 @@ pub fn execute(cli: Cli) -> ExitCode {
             }
         },
     }
+}
+
+/// `--intercept`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InterceptArg {
+    All,
+    None,
 }
 
 /// Runs a long-lived command on a fresh runtime; its error, if any, is the

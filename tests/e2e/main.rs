@@ -10,6 +10,7 @@ mod connect;
 mod console;
 mod denials;
 mod evasion;
+mod exec;
 mod faults;
 mod forward;
 mod installs;

@@ -407,7 +407,7 @@ pub fn counts(line: &str) -> [u64; 5] {
 }
 
 /// A fake npm registry route: the packument of `left-pad` and its tarball.
-fn npm_registry(dir: &std::path::Path) -> Upstream {
+pub fn npm_registry(dir: &std::path::Path) -> Upstream {
     let pkg = dir.join("pkg/package");
     std::fs::create_dir_all(&pkg).unwrap();
     std::fs::write(

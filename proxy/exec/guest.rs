@@ -1,0 +1,261 @@
+//! guest: the inside of `sluice exec`. [`spawn`] (run outside) starts
+//! `unshare` with `sluice exec-guest`; [`main`] (run inside the new
+//! namespaces) brings `lo` up, proves that loopback is the only interface
+//! and that the network namespace is new, starts the relay to sluice's
+//! unix socket (and with `--transparent`, the DNS responder, the nft
+//! redirect and the redirected relay), then runs the command.
+//!
+//! Must not: run the command before its isolation is proven, or decide
+//! anything about traffic (sluice, outside, does).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, ExitStatus};
+use std::sync::{Arc, Mutex};
+
+use crate::clientenv::Env;
+use crate::config::{Intercept, ListenAddr, TaskConfig};
+use crate::policy::Host;
+
+use super::transparent::{self, Names};
+use super::{Options, MARKER, RELAY_PORT, TRANSPARENT_PORT};
+
+/// What the command's environment says: `sluice env` for the relay inside.
+pub fn client_env(task: &TaskConfig, state: &Path) -> Result<Env, String> {
+    let ca = (task.intercept == Intercept::All).then(|| {
+        (
+            crate::tls::ca::cert_path(state).display().to_string(),
+            crate::tls::bundle::bundle_path(state).display().to_string(),
+        )
+    });
+    Ok(Env {
+        task: task.id.clone(),
+        proxy: format!("http://127.0.0.1:{RELAY_PORT}"),
+        ca,
+        notes: Vec::new(),
+    })
+}
+
+/// The network namespace a process is in, by its inode.
+fn netns() -> Result<u64, String> {
+    std::fs::metadata("/proc/self/ns/net")
+        .map(|m| m.ino())
+        .map_err(|e| format!("cannot read /proc/self/ns/net: {e}"))
+}
+
+/// Starts the guest in new namespaces and waits for it; SIGTERM to sluice
+/// is passed on to it.
+pub async fn spawn(
+    o: &Options,
+    task: &TaskConfig,
+    state: &Path,
+    socket: &Path,
+) -> Result<ExitStatus, String> {
+    let env = client_env(task, state)?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find sluice itself: {e}"))?;
+    let mut cmd = tokio::process::Command::new("unshare");
+    if !rustix::process::geteuid().is_root() {
+        cmd.args(["--user", "--map-root-user"]);
+    }
+    cmd.args(["--net", "--mount", "--"])
+        .arg(exe)
+        .arg("exec-guest")
+        .arg("--to")
+        .arg(socket)
+        .arg("--state")
+        .arg(state)
+        .arg("--netns")
+        .arg(netns()?.to_string());
+    if o.transparent {
+        cmd.arg("--transparent");
+        if o.learn {
+            cmd.arg("--any-name");
+        }
+        for n in allowed_names(task) {
+            cmd.arg("--name").arg(n);
+        }
+    }
+    cmd.arg("--");
+    cmd.args(&o.command);
+    for (k, v) in env.vars() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        format!("cannot start unshare (util-linux) to make the namespaces: {e}; the command was not run")
+    })?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    loop {
+        tokio::select! {
+            s = child.wait() => return s.map_err(|e| e.to_string()),
+            _ = term.recv() => {
+                if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                }
+            }
+        }
+    }
+}
+
+/// The host names a task's allow-list names (for the transparent DNS).
+pub fn allowed_names(task: &TaskConfig) -> Vec<String> {
+    let mut names: Vec<String> = task
+        .rules
+        .allow
+        .sorted()
+        .into_iter()
+        .filter_map(|e| {
+            let (h, _) = e.rsplit_once(':')?;
+            match crate::policy::target::normalize_host(h) {
+                Ok(Host::Name(n)) => Some(n),
+                _ => None,
+            }
+        })
+        .collect();
+    names.dedup();
+    names
+}
+
+/// `sluice exec-guest`'s arguments (given by [`spawn`], not by people).
+#[derive(Debug, Clone)]
+pub struct GuestArgs {
+    pub to: PathBuf,
+    pub state: PathBuf,
+    pub netns: u64,
+    pub transparent: bool,
+    pub any_name: bool,
+    pub names: Vec<String>,
+    pub command: Vec<String>,
+}
+
+/// Inside the namespaces: isolate, relay, run the command.
+pub fn main(a: GuestArgs) -> ExitCode {
+    if let Err(e) = isolate(&a) {
+        eprintln!("sluice exec: {e}; the command was not run");
+        return ExitCode::from(1);
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice exec: {e}; the command was not run");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(relay_and_run(&a)) {
+        Ok(status) => super::exit_code(status),
+        Err((code, e)) => {
+            eprintln!("sluice exec: {e}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Runs a setup command; its failure is the sandbox's.
+fn setup(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{program} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Brings `lo` up and proves the namespace is new and has nothing else;
+/// with `--transparent`, routes everything to `lo`, redirects all TCP to
+/// the relay, and points the resolver at the responder here.
+fn isolate(a: &GuestArgs) -> Result<(), String> {
+    if netns()? == a.netns {
+        return Err("not in a new network namespace".into());
+    }
+    setup("ip", &["link", "set", "lo", "up"])?;
+    let links = setup("ip", &["-o", "link", "show"])?;
+    if let Some(other) = links.lines().find(|l| !l.contains(": lo:")) {
+        return Err(format!(
+            "the namespace has an interface besides lo: {other}"
+        ));
+    }
+    if a.transparent {
+        // With no `src`, a socket routed this way gets 0.0.0.0 as its own
+        // address and never sees a reply.
+        setup(
+            "ip",
+            &["route", "add", "default", "dev", "lo", "src", "127.0.0.1"],
+        )?;
+        let rules = a.state.join("exec-nft.conf");
+        let ruleset = format!(
+            "table ip sluice_exec {{\n  chain out {{\n    type nat hook output priority -100;\n    \
+             ip daddr != 127.0.0.0/8 meta l4proto tcp redirect to :{TRANSPARENT_PORT}\n  }}\n}}\n"
+        );
+        std::fs::write(&rules, ruleset).map_err(|e| e.to_string())?;
+        setup("nft", &["-f", &rules.to_string_lossy()])?;
+        let resolv = a.state.join("exec-resolv.conf");
+        std::fs::write(
+            &resolv,
+            "nameserver 127.0.0.1\noptions attempts:1 timeout:2\n",
+        )
+        .map_err(|e| e.to_string())?;
+        setup(
+            "mount",
+            &["--bind", &resolv.to_string_lossy(), "/etc/resolv.conf"],
+        )?;
+    }
+    Ok(())
+}
+
+/// Starts the relays, leaves the marker, runs the command and waits.
+async fn relay_and_run(a: &GuestArgs) -> Result<ExitStatus, (u8, String)> {
+    let fail = |e: String| (1u8, format!("{e}; the command was not run"));
+    let to = ListenAddr::Unix(a.to.clone());
+    let relay = crate::listener::bind(&ListenAddr::Tcp(([127, 0, 0, 1], RELAY_PORT).into()))
+        .await
+        .map_err(|e| fail(format!("cannot listen on 127.0.0.1:{RELAY_PORT}: {e}")))?;
+    tokio::spawn(async move { crate::guest_relay::serve(&relay, &to).await });
+    if a.transparent {
+        let names = Arc::new(Mutex::new(Names::new(&a.names, a.any_name)));
+        let dns = tokio::net::UdpSocket::bind("127.0.0.1:53")
+            .await
+            .map_err(|e| fail(format!("cannot listen on 127.0.0.1:53: {e}")))?;
+        tokio::spawn(transparent::serve_dns(dns, names.clone()));
+        let redirected = tokio::net::TcpListener::bind(("127.0.0.1", TRANSPARENT_PORT))
+            .await
+            .map_err(|e| {
+                fail(format!(
+                    "cannot listen on 127.0.0.1:{TRANSPARENT_PORT}: {e}"
+                ))
+            })?;
+        tokio::spawn(transparent::serve_redirected(
+            redirected,
+            names,
+            a.to.clone(),
+        ));
+    }
+    std::fs::write(a.state.join(MARKER), b"").map_err(|e| fail(e.to_string()))?;
+    let mut child = tokio::process::Command::new(&a.command[0])
+        .args(&a.command[1..])
+        .spawn()
+        .map_err(|e| (127, format!("cannot run {}: {e}", a.command[0])))?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| (1, e.to_string()))?;
+    loop {
+        tokio::select! {
+            s = child.wait() => return s.map_err(|e| (1, e.to_string())),
+            _ = term.recv() => {
+                if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! exec: `sluice exec -- CMD`, one command with sluice as its only way out,
+//! then the report of what it reached.
+//!
+//! This half runs outside: it builds a one-task snapshot (from `--allow`
+//! or a task of `--config`), serves it on a unix socket in the state
+//! folder, and starts `unshare` → `sluice exec-guest` ([`guest`]) in new
+//! user (unless root), network and mount namespaces. When the command
+//! exits it stops sluice and prints the report to stderr.
+//!
+//! Must not: run the command itself, decide anything (the server it starts
+//! does, through `policy`), or run the command when the sandbox could not
+//! be made: the guest proves its isolation first and leaves a marker; no
+//! marker, no claim that the command ran confined.
+
+pub mod guest;
+pub mod transparent;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{self, Intercept, ListenAddr, Snapshot, Source};
+use crate::policy::{AllowMode, TaintMode};
+
+/// The relay's port inside the namespace (the proxy the command is given).
+pub const RELAY_PORT: u16 = 3128;
+/// The transparent relay's port inside the namespace (nft redirects to it).
+pub const TRANSPARENT_PORT: u16 = 3129;
+/// The task id of a run made from `--allow`.
+const EXEC_TASK: &str = "exec";
+/// The guest writes this file into the state folder once its isolation is
+/// proven, just before it starts the command.
+const MARKER: &str = "exec-guest.started";
+
+/// `sluice exec`'s options, as the command line gave them.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub config: Option<PathBuf>,
+    pub task: Option<String>,
+    pub allow: Vec<String>,
+    pub learn: bool,
+    pub intercept: Option<Intercept>,
+    pub state: Option<PathBuf>,
+    pub transparent: bool,
+    pub command: Vec<String>,
+}
+
+/// Runs `sluice exec`; its exit code is the command's.
+pub fn run(o: Options) -> ExitCode {
+    match run_inner(&o) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sluice exec: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_inner(o: &Options) -> Result<ExitCode, String> {
+    if o.command.is_empty() {
+        return Err("no command: sluice exec [OPTIONS] -- CMD ARGS...".into());
+    }
+    let state = state_dir(o.state.as_deref())?;
+    let _ = std::fs::remove_file(state.join(MARKER));
+    let snapshot = snapshot(o, &state)?;
+    let task = snapshot.tasks[0].clone();
+    let socket = match &task.listen[0] {
+        ListenAddr::Unix(p) => p.clone(),
+        _ => unreachable!("exec listens on a unix socket"),
+    };
+    let rt = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
+    let code = rt.block_on(serve_and_run(o, snapshot, &state, &socket))?;
+    drop(rt);
+    print_report(o, &state, &task.id);
+    Ok(code)
+}
+
+/// The state folder: `--state`, or a new folder under the temp folder
+/// (kept afterwards, for `sluice report`).
+fn state_dir(given: Option<&Path>) -> Result<PathBuf, String> {
+    let dir = match given {
+        Some(d) => d.to_path_buf(),
+        None => {
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            std::env::temp_dir().join(format!("sluice-exec-{}-{stamp}", std::process::id()))
+        }
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot create the state folder {}: {e}", dir.display()))?;
+    std::path::absolute(&dir).map_err(|e| e.to_string())
+}
+
+/// The one task to serve, listening on `<state>/exec.sock`.
+fn snapshot(o: &Options, state: &Path) -> Result<Snapshot, String> {
+    let mut snap = match &o.config {
+        Some(path) => config::load(Some(path), 1).map_err(|e| e.to_string())?,
+        None => from_allow(&o.allow)?,
+    };
+    let chosen = match (&o.task, snap.tasks.len()) {
+        (Some(id), _) => snap.task(id).cloned().ok_or_else(|| {
+            let ids: Vec<&str> = snap.tasks.iter().map(|t| t.id.as_str()).collect();
+            format!("no task {id:?} in the config (tasks: {})", ids.join(", "))
+        })?,
+        (None, 1) => snap.tasks[0].clone(),
+        (None, n) => {
+            let ids: Vec<&str> = snap.tasks.iter().map(|t| t.id.as_str()).collect();
+            return Err(format!(
+                "the config has {n} tasks; pass --task (one of: {})",
+                ids.join(", ")
+            ));
+        }
+    };
+    let mut task = (*chosen).clone();
+    task.listen = vec![ListenAddr::Unix(state.join("exec.sock"))];
+    if o.learn {
+        task.rules.allow_mode = AllowMode::Shadow;
+        if task.taint.mode == TaintMode::Enforce {
+            task.taint.mode = TaintMode::Shadow;
+            task.rules.taint_mode = TaintMode::Shadow;
+        }
+    }
+    if let Some(i) = o.intercept {
+        task.intercept = i;
+    }
+    snap.tasks = vec![Arc::new(task)];
+    snap.state_dir = state.to_path_buf();
+    snap.admin = None;
+    snap.metrics_listen = None;
+    snap.publish_ca = None;
+    snap.unix_mode = 0o600;
+    snap.limits.drain = Duration::from_secs(2);
+    Ok(snap)
+}
+
+/// A config of one task, `exec`, allowing `--allow`'s entries (checked as
+/// a config's `allow` is).
+fn from_allow(allow: &[String]) -> Result<Snapshot, String> {
+    let mut task = toml::Table::new();
+    task.insert("id".into(), EXEC_TASK.into());
+    task.insert(
+        "listen".into(),
+        vec![toml::Value::from("unix:exec.sock")].into(),
+    );
+    task.insert(
+        "allow".into(),
+        allow
+            .iter()
+            .map(|a| toml::Value::from(a.as_str()))
+            .collect::<Vec<_>>()
+            .into(),
+    );
+    let mut doc = toml::Table::new();
+    doc.insert("task".into(), vec![toml::Value::Table(task)].into());
+    let text = toml::to_string(&doc).map_err(|e| e.to_string())?;
+    config::validate(&text, Source::Embedded, Path::new("."), 1).map_err(|e| match e {
+        config::ConfigError::Invalid { problems, .. } => {
+            let what: Vec<String> = problems.into_iter().map(|p| p.message).collect();
+            format!("--allow: {}", what.join("; "))
+        }
+        other => other.to_string(),
+    })
+}
+
+/// Serves the snapshot, runs the guest, and stops serving when it exits.
+async fn serve_and_run(
+    o: &Options,
+    snapshot: Snapshot,
+    state: &Path,
+    socket: &Path,
+) -> Result<ExitCode, String> {
+    let task = snapshot.tasks[0].clone();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let until: crate::server::Until = Box::pin(async move {
+        let _ = stop_rx.await;
+    });
+    let server = tokio::spawn(crate::server::run_until(snapshot, None, Some(until)));
+    // Ctrl-C belongs to the command: sluice waits for it to exit.
+    tokio::spawn(async {
+        loop {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+        }
+    });
+    let ready = wait_for(Duration::from_secs(20), || socket.exists()).await;
+    if !ready || server.is_finished() {
+        let why = match server.await {
+            Ok(Err(e)) => e.to_string(),
+            _ => "sluice did not start".to_string(),
+        };
+        return Err(why);
+    }
+    let status = guest::spawn(o, &task, state, socket).await;
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    let status = status?;
+    if !state.join(MARKER).exists() {
+        return Err(
+            "the command did not run: the sandbox could not be made (see the lines above); \
+             sluice exec never runs a command unconfined"
+                .into(),
+        );
+    }
+    Ok(exit_code(status))
+}
+
+/// Polls `ready` every 20 ms until it holds or `limit` passes.
+async fn wait_for(limit: Duration, ready: impl Fn() -> bool) -> bool {
+    let end = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < end {
+        if ready() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ready()
+}
+
+/// The command's exit status as sluice's: its code, or 128 + the signal.
+fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => ExitCode::from(c.clamp(0, 255) as u8),
+        (None, Some(s)) => ExitCode::from((128 + s).clamp(0, 255) as u8),
+        _ => ExitCode::from(1),
+    }
+}
+
+/// The report of the run (what `sluice report` prints for its state),
+/// where each taint came from, and with `--learn` the allow line.
+fn print_report(o: &Options, state: &Path, task: &str) {
+    eprintln!(
+        "sluice exec: what the command reached (state kept in {}; see it again with: sluice report --state {})",
+        state.display(),
+        state.display()
+    );
+    let rows = match crate::report::build(state, Some(task)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice exec: cannot read the access log: {e}");
+            return;
+        }
+    };
+    eprint!("{}", crate::report::table(&rows));
+    for line in crate::report::taint_lines(state, task) {
+        eprintln!("{line}");
+    }
+    if o.learn {
+        let line = crate::report::allow_list(&rows, task);
+        if line == "allow = []\n" {
+            eprintln!("sluice exec: the command reached no destination; no allow line to print");
+        } else {
+            eprint!("{line}");
+        }
+    }
+}
