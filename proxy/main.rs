@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     // and problems, unless SLUICE_LOG says otherwise.
     let default = match cli.command {
         Command::Exec { .. } => "warn,sluice::exchange=info",
-        Command::ExecGuest { .. } => "warn",
+        Command::ExecGuest { .. } | Command::ExecLaunch { .. } => "warn",
         _ => "info",
     };
     tracing_subscriber::fmt()

@@ -108,6 +108,12 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// The command's last step inside `sluice exec` (started by exec).
+    #[command(hide = true)]
+    ExecLaunch {
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Guest-side relay (TCP → unix socket or vsock), no policy of its own.
     Forward {
         /// Where guest tools connect, e.g. tcp:127.0.0.1:3128.
@@ -290,6 +296,7 @@ pub fn execute(cli: Cli) -> ExitCode {
             names,
             command,
         }),
+        Command::ExecLaunch { command } => crate::exec::launch::main(command),
         Command::Check { config } => match config::load(config.as_deref(), 1) {
             Ok(s) => {
                 print!("{}", check_report(&s));

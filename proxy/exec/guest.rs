@@ -8,6 +8,7 @@
 //! Must not: run the command before its isolation is proven, or decide
 //! anything about traffic (sluice, outside, does).
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, ExitStatus};
@@ -54,18 +55,29 @@ pub async fn spawn(
     let env = client_env(task, state)?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find sluice itself: {e}"))?;
     let mut cmd = tokio::process::Command::new("unshare");
-    if !rustix::process::geteuid().is_root() {
-        cmd.args(["--user", "--map-root-user"]);
-    }
-    cmd.args(["--net", "--mount", "--"])
-        .arg(exe)
-        .arg("exec-guest")
-        .arg("--to")
-        .arg(socket)
-        .arg("--state")
-        .arg(state)
-        .arg("--netns")
-        .arg(netns()?.to_string());
+    // A user namespace even for root: root outside would otherwise keep
+    // every capability, enough to join the host's network namespace. A
+    // PID namespace hides every other process (and ends the command's
+    // leftovers with it).
+    cmd.args([
+        "--user",
+        "--map-root-user",
+        "--net",
+        "--mount",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        "--",
+    ])
+    .arg(exe)
+    .arg("exec-guest")
+    .arg("--to")
+    .arg(socket)
+    .arg("--state")
+    .arg(state)
+    .arg("--netns")
+    .arg(netns()?.to_string());
     if o.transparent {
         cmd.arg("--transparent");
         if o.learn {
@@ -133,10 +145,20 @@ pub struct GuestArgs {
 
 /// Inside the namespaces: isolate, relay, run the command.
 pub fn main(a: GuestArgs) -> ExitCode {
-    if let Err(e) = isolate(&a) {
-        eprintln!("sluice exec: {e}; the command was not run");
-        return ExitCode::from(1);
-    }
+    // Not dumpable: the command (same user, nested namespace) can then
+    // neither ptrace this process nor open its files through /proc.
+    let state =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+            .map_err(|e| format!("cannot make the guest undumpable: {e}"))
+            .and_then(|()| isolate(&a))
+            .and_then(|()| hide_state(&a.state));
+    let state = match state {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("sluice exec: {e}; the command was not run");
+            return ExitCode::from(1);
+        }
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -147,7 +169,7 @@ pub fn main(a: GuestArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(relay_and_run(&a)) {
+    match rt.block_on(relay_and_run(&a, state)) {
         Ok(status) => super::exit_code(status),
         Err((code, e)) => {
             eprintln!("sluice exec: {e}");
@@ -214,8 +236,52 @@ fn isolate(a: &GuestArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Starts the relays, leaves the marker, runs the command and waits.
-async fn relay_and_run(a: &GuestArgs) -> Result<ExitStatus, (u8, String)> {
+/// Files of the state folder the command may see: the socket, and the CA
+/// certificate and bundle (read-only).
+const SHOWN: [&str; 3] = ["exec.sock", "ca.pem", "ca-bundle.pem"];
+
+/// Covers the state folder with an empty tmpfs holding only [`SHOWN`]:
+/// the command must not read the CA key or rewrite the access log it is
+/// judged by. Returns the real folder (an `O_PATH` descriptor), for the
+/// marker.
+fn hide_state(state: &Path) -> Result<OwnedFd, String> {
+    use rustix::fs::{open, Mode, OFlags};
+    use rustix::mount::{mount, mount_bind, mount_remount, MountFlags};
+    let err = |what: &str, e: std::io::Error| format!("cannot {what}: {e}");
+    let dir = open(
+        state,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| err("open the state folder", e.into()))?;
+    let real = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    let shown: Vec<&str> = SHOWN
+        .into_iter()
+        .filter(|f| real.join(f).exists())
+        .collect();
+    mount(
+        "tmpfs",
+        state,
+        "tmpfs",
+        MountFlags::NOSUID | MountFlags::NODEV,
+        Some(c"mode=0755"),
+    )
+    .map_err(|e| err("cover the state folder", e.into()))?;
+    for f in shown {
+        let at = state.join(f);
+        std::fs::File::create(&at).map_err(|e| err("make a mount point", e))?;
+        mount_bind(real.join(f), &at).map_err(|e| err("show a state file", e.into()))?;
+        if f != "exec.sock" {
+            mount_remount(&at, MountFlags::BIND | MountFlags::RDONLY, "")
+                .map_err(|e| err("make a state file read-only", e.into()))?;
+        }
+    }
+    Ok(dir)
+}
+
+/// Starts the relays, leaves the marker, runs the command (through
+/// `unshare` and `sluice exec-launch`) and waits.
+async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, (u8, String)> {
     let fail = |e: String| (1u8, format!("{e}; the command was not run"));
     let to = ListenAddr::Unix(a.to.clone());
     let relay = crate::listener::bind(&ListenAddr::Tcp(([127, 0, 0, 1], RELAY_PORT).into()))
@@ -241,11 +307,31 @@ async fn relay_and_run(a: &GuestArgs) -> Result<ExitStatus, (u8, String)> {
             a.to.clone(),
         ));
     }
-    std::fs::write(a.state.join(MARKER), b"").map_err(|e| fail(e.to_string()))?;
-    let mut child = tokio::process::Command::new(&a.command[0])
-        .args(&a.command[1..])
+    use rustix::fs::{openat, Mode, OFlags};
+    openat(
+        &state,
+        MARKER,
+        OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map_err(|e| fail(format!("cannot leave the marker: {e}")))?;
+    drop(state);
+    let exe = std::env::current_exe().map_err(|e| fail(e.to_string()))?;
+    // A nested user and mount namespace: the mounts above are locked in
+    // it, and the command holds no capability over the network namespace.
+    let mut child = tokio::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "--"])
+        .arg(exe)
+        .arg("exec-launch")
+        .arg("--")
+        .args(&a.command)
         .spawn()
-        .map_err(|e| (127, format!("cannot run {}: {e}", a.command[0])))?;
+        .map_err(|e| {
+            (
+                1,
+                format!("cannot run unshare: {e}; the command was not run"),
+            )
+        })?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| (1, e.to_string()))?;
     loop {

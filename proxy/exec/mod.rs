@@ -13,6 +13,7 @@
 //! marker, no claim that the command ran confined.
 
 pub mod guest;
+pub mod launch;
 pub mod transparent;
 
 use std::path::{Path, PathBuf};

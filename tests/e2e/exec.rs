@@ -319,3 +319,58 @@ fn an_unprivileged_user_gets_the_same_sandbox() {
     assert_eq!(stdout, "0\nhello from upstream\n", "{stderr}");
     assert_eq!(up.request_count(), 1);
 }
+
+#[test]
+fn the_command_reaches_no_unix_socket_and_cannot_read_or_rewrite_the_state() {
+    let up = Upstream::start();
+    let p = up.port();
+    let s = Setup::new(|b| b.allow(&[format!("pkgs.example.com:{p}")]));
+    // A unix socket outside, as a container engine or a resolver offers.
+    let sock = s.dir.path().join("outside.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let state = s.state();
+    let out = s.exec(
+        &[],
+        &format!(
+            "curl -s http://pkgs.example.com:{p}/x; \
+             curl -s -m 5 --unix-socket {sock} http://x/ || echo unix refused; \
+             python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>/dev/null || echo no unix sockets; \
+             python3 -c 'import socket; socket.socket(40, socket.SOCK_STREAM)' 2>/dev/null || echo no vsock; \
+             ls {state}; \
+             cat {state}/ca.key 2>/dev/null || echo no key; \
+             echo forged >> {state}/ca.pem 2>/dev/null || echo ca read-only; \
+             ls /proc | grep -c '^[0-9]'",
+            sock = sock.display(),
+            state = state.display()
+        ),
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[..9],
+        [
+            "hello from upstream",
+            "unix refused",
+            "no unix sockets",
+            "no vsock",
+            "ca-bundle.pem",
+            "ca.pem",
+            "exec.sock",
+            "no key",
+            "ca read-only",
+        ],
+        "{stdout}\n{stderr}"
+    );
+    // Only the processes of the sandbox are visible (its own PID namespace).
+    let procs: usize = lines[9].parse().unwrap();
+    assert!(procs < 10, "{procs} processes visible: {stdout}");
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "nothing connected to the outside socket"
+    );
+    assert!(state.join("ca.key").exists(), "the key is only hidden");
+    let log = std::fs::read_to_string(state.join("tasks/t/access.jsonl")).unwrap();
+    assert!(!log.contains("forged"));
+}
