@@ -92,6 +92,7 @@ async fn run(
             continue;
         };
         let ctx = Arc::new(ConnCtx {
+            id: crate::exchange::next_conn_id(),
             shared: shared.clone(),
             task: task.clone(),
             client,
@@ -128,6 +129,8 @@ fn refuse_at_accept(
         started: Instant::now(),
         generation: shared.snapshot.load().generation,
         note: None,
+        conn: crate::exchange::next_conn_id(),
+        addr: None,
     };
     let status = refusal.rule.status();
     let verdict = Verdict::Deny(refusal);

@@ -7,6 +7,7 @@
 //! GET  /metrics                Prometheus text format
 //! GET  /tasks                  JSON: tasks, listeners, counters
 //! GET  /tasks/<id>/taint       JSON: tainted hosts with provenance
+//! GET  /events[?task=ID]       server-sent events: each access row as written
 //! POST /reload                 200 with summary, or 400 with the config error
 //! ```
 //!
@@ -17,7 +18,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -29,10 +30,10 @@ use crate::policy::verdict;
 use crate::policy::{AllowMode, TaintMode};
 use crate::state::Shared;
 
-type Body = Full<Bytes>;
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
-    let mut r = Response::new(Full::new(body.into()));
+    let mut r = Response::new(Full::new(body.into()).boxed());
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -147,14 +148,88 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             shared.metrics.render(),
         ),
         ["tasks"] => json_reply(tasks(shared)),
+        ["events"] => events(shared, req.uri().query()),
         ["tasks", id, "taint"] => match taint(shared, id) {
             Some(v) => json_reply(v),
             None => text(StatusCode::NOT_FOUND, format!("no task {id:?}\n")),
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "routes: GET /healthz, /metrics, /tasks, /tasks/<id>/taint; POST /reload\n",
+            "routes: GET /healthz, /metrics, /tasks, /tasks/<id>/taint, /events[?task=ID]; POST /reload\n",
         ),
+    }
+}
+
+/// `GET /events`: a server-sent-events stream of access rows as they are
+/// written (`event: decision`, `data:` the row's JSON line), only one
+/// task's with `?task=ID`. A listener that falls behind is told how many
+/// rows it missed (the files have them all); a comment every 15 s keeps
+/// idle connections open. Ends at shutdown.
+fn events(shared: &Arc<Shared>, query: Option<&str>) -> Response<Body> {
+    let task: Option<String> = query.and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("task="))
+            .map(String::from)
+    });
+    if let Some(t) = &task {
+        if shared.task_runtime(t).is_none() {
+            return text(StatusCode::NOT_FOUND, format!("no task {t:?}\n"));
+        }
+    }
+    let mut rows = shared.log.subscribe();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let stop = shared.shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tx.send(Bytes::from_static(b": sluice decisions\n\n")).await;
+        let mut keepalive = tokio::time::interval(std::time::Duration::from_secs(15));
+        loop {
+            let chunk = tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = keepalive.tick() => Bytes::from_static(b": keep-alive\n\n"),
+                row = rows.recv() => match row {
+                    Ok(e) if task.as_deref().is_none_or(|t| t == &*e.task) => {
+                        Bytes::from(format!("event: decision\ndata: {}\n\n", e.line))
+                    }
+                    Ok(_) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        Bytes::from(format!(": missed {n} rows (too slow); the access log has them\n\n"))
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+            };
+            if tx.send(chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut r = Response::new(EventBody { rx }.boxed());
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache"),
+    );
+    r
+}
+
+/// The body of `/events`: chunks from the task that follows the rows.
+struct EventBody {
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+}
+
+impl hyper::body::Body for EventBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|c| c.map(|b| Ok(hyper::body::Frame::data(b))))
     }
 }
 

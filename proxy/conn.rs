@@ -112,6 +112,8 @@ async fn connect(
         started,
         generation: snap.generation,
         note: None,
+        conn: ctx.id,
+        addr: None,
     };
     let target = match connect_target(&req, raw.as_deref()) {
         Ok(t) => t,
@@ -204,6 +206,7 @@ async fn plan_tunnel(
         Ok(x) => x,
         Err(e) => return Err((ex, e.refusal())),
     };
+    ex.addr = Some(addr.addr());
     ctx.task
         .metrics
         .upstream_connect_seconds

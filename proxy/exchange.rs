@@ -30,6 +30,9 @@ pub struct ConnCtx {
     pub task: Arc<TaskRuntime>,
     /// `ip:port`, `unix` or `vsock:CID`.
     pub client: Arc<str>,
+    /// This client connection's id: the `conn` of every row it leads to
+    /// (a CONNECT row and the requests inside its tunnel share it).
+    pub id: u64,
     /// The connection's place under `max_connections_per_task`. Every
     /// tunnel, intercepted session and upgraded relay born of the
     /// connection holds this context, so the slot is freed only when the
@@ -77,6 +80,16 @@ pub struct Exchange {
     pub generation: u64,
     /// What else the row should say (`log::INTERCEPTED`, …).
     pub note: Option<&'static str>,
+    /// The client connection ([`ConnCtx::id`]).
+    pub conn: u64,
+    /// The upstream address dialled, once one was.
+    pub addr: Option<std::net::SocketAddr>,
+}
+
+/// A new client connection id (1, 2, …; 0 is "no connection").
+pub fn next_conn_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Writes the one access-log row of an exchange and counts it in the
@@ -92,6 +105,7 @@ pub fn write_row(
 ) {
     let refusal = verdict.refusal();
     let rec = AccessRecord {
+        v: crate::log::SCHEMA_VERSION,
         ts: crate::log::now_rfc3339(),
         task: task.id.clone(),
         client: client.clone(),
@@ -112,6 +126,9 @@ pub fn write_row(
             .map(TaintedBy::from),
         generation: ex.generation,
         note: ex.note.map(Into::into),
+        conn: ex.conn,
+        addr: ex.addr.map(|a| a.to_string()),
+        reason: refusal.map(|r| r.reason.clone()),
     };
     shared.log.access(&rec);
     if let (Verdict::WouldDeny(..), Some(r)) = (verdict, refusal) {
@@ -185,6 +202,8 @@ impl ConnCtx {
             started: Instant::now(),
             generation: self.shared.snapshot.load().generation,
             note: None,
+            conn: self.id,
+            addr: None,
         };
         tracing::info!(task = %self.task.id, client = %self.client, target = %raw.target,
             rule = "bad-target", "refused: {}", raw.refusal.reason);

@@ -60,10 +60,17 @@ pub const CLIENT_TLS_FAILED: &str = "client-tls-failed";
 /// inside has a row of its own (kind `intercepted`).
 pub const INTERCEPTED: &str = "intercepted";
 
+/// The `v` of the rows this sluice writes: 2 added `v`, `conn`, `addr` and
+/// `reason` (rows without `v` are version 1).
+pub const SCHEMA_VERSION: u32 = 2;
+
 /// One line of `access.jsonl` (SPEC §6). The writer and `report` (the
 /// reader) share this type, so the schema is written down once.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct AccessRecord {
+    /// Schema version ([`SCHEMA_VERSION`]); 1 when absent.
+    #[serde(default = "version_one")]
+    pub v: u32,
     pub ts: String,
     pub task: Arc<str>,
     pub client: Arc<str>,
@@ -94,6 +101,21 @@ pub struct AccessRecord {
     /// ([`INTERCEPTED`], [`CLIENT_TLS_FAILED`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<Cow<'static, str>>,
+    /// The client connection: a CONNECT row and every request inside its
+    /// tunnel share it (0: none, a version-1 row).
+    #[serde(default)]
+    pub conn: u64,
+    /// The upstream address sluice dialled (`ip:port`), or null.
+    #[serde(default)]
+    pub addr: Option<String>,
+    /// The sentence the client was given with a refusal (or, for a
+    /// `would_deny`, would have been), or null.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+fn version_one() -> u32 {
+    1
 }
 
 enum Msg {
@@ -122,7 +144,20 @@ pub struct AccessLog {
     errors: Counter,
     /// When a dropped line was last reported (seconds since the epoch).
     last_drop_report: Arc<std::sync::atomic::AtomicU64>,
+    /// Access rows as they are written, for the admin API's `/events`
+    /// (a slow listener misses rows; the files never do).
+    events: tokio::sync::broadcast::Sender<Event>,
 }
+
+/// One access row for live listeners: its task and its JSON line.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub task: Arc<str>,
+    pub line: Arc<str>,
+}
+
+/// Rows a live listener may fall behind by before it misses some.
+const EVENT_BACKLOG: usize = 4096;
 
 impl AccessLog {
     /// Starts the writer task for `<state_dir>/tasks/<id>/*.jsonl`.
@@ -142,11 +177,26 @@ impl AccessLog {
             taint_tx,
             errors,
             last_drop_report: Default::default(),
+            events: tokio::sync::broadcast::channel(EVENT_BACKLOG).0,
         }
     }
 
     pub fn access(&self, rec: &AccessRecord) {
-        self.line(rec.task.clone(), "access.jsonl", rec);
+        let Ok(line) = serde_json::to_string(rec) else {
+            return tracing::error!("cannot serialise an access row");
+        };
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(Event {
+                task: rec.task.clone(),
+                line: line.as_str().into(),
+            });
+        }
+        self.send(rec.task.clone(), "access.jsonl", line);
+    }
+
+    /// Access rows from now on, as they are written.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.events.subscribe()
     }
 
     /// Appends a taint record to `<task>/taint.jsonl`: never dropped.
@@ -163,14 +213,16 @@ impl AccessLog {
     /// Appends any serialisable record to `<task>/<file>`.
     pub fn line(&self, task: Arc<str>, file: &'static str, rec: &impl Serialize) {
         match serde_json::to_string(rec) {
-            Ok(line) => {
-                if let Err(mpsc::error::TrySendError::Full(_)) =
-                    self.tx.try_send(Msg::Line { task, file, line })
-                {
-                    self.dropped(file);
-                }
-            }
+            Ok(line) => self.send(task, file, line),
             Err(e) => tracing::error!(error = %e, "cannot serialise a log record"),
+        }
+    }
+
+    fn send(&self, task: Arc<str>, file: &'static str, line: String) {
+        if let Err(mpsc::error::TrySendError::Full(_)) =
+            self.tx.try_send(Msg::Line { task, file, line })
+        {
+            self.dropped(file);
         }
     }
 
@@ -288,6 +340,13 @@ impl Writer {
     }
 
     fn write(&mut self, task: Arc<str>, file: &'static str, line: &str) {
+        if self.settings.stdout && file == "access.jsonl" {
+            // `[logs] stdout`: for `docker logs` / `kubectl logs`.
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(line.as_bytes());
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
+        }
         // Only the access log rotates: the taint log is bounded by
         // max_hosts and is read whole on start.
         if file == "access.jsonl" {

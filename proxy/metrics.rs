@@ -34,6 +34,11 @@ pub struct BytesLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: String,
 }
@@ -54,6 +59,10 @@ pub struct Metrics {
     pub taint_overflow: Family<TaskLabels, Gauge>,
     pub reloads: Family<ResultLabels, Counter>,
     pub config_generation: Gauge,
+    /// When the config in force was loaded (start or last good reload),
+    /// seconds since the epoch.
+    pub config_loaded: Gauge,
+    pub build_info: Family<BuildLabels, Gauge>,
     pub log_write_errors: Counter,
     pub upstream_connect_seconds: HistogramFamily,
     pub first_byte_seconds: HistogramFamily,
@@ -76,6 +85,8 @@ impl Metrics {
             taint_overflow: Family::default(),
             reloads: Family::default(),
             config_generation: Gauge::default(),
+            config_loaded: Gauge::default(),
+            build_info: Family::default(),
             log_write_errors: Counter::default(),
             upstream_connect_seconds: Family::new_with_constructor(latency_histogram),
             first_byte_seconds: Family::new_with_constructor(latency_histogram),
@@ -118,6 +129,22 @@ impl Metrics {
             m.config_generation.clone(),
         );
         registry.register(
+            "sluice_config_last_reload_success_timestamp_seconds",
+            "When the config in force was loaded (start or last successful reload)",
+            m.config_loaded.clone(),
+        );
+        registry.register(
+            "sluice_build_info",
+            "1, labelled with the version of sluice running",
+            m.build_info.clone(),
+        );
+        m.build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            })
+            .set(1);
+        m.config_loaded_now();
+        registry.register(
             "sluice_log_write_errors",
             "Log lines that could not be written (full disk, permissions)",
             m.log_write_errors.clone(),
@@ -133,6 +160,42 @@ impl Metrics {
             m.first_byte_seconds.clone(),
         );
         Metrics { registry, ..m }
+    }
+
+    /// Records that a config was loaded now.
+    pub fn config_loaded_now(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        self.config_loaded.set(now);
+    }
+
+    /// Removes every series of a task a reload removed.
+    pub fn remove_task(&self, task: &str) {
+        let labels = Metrics::task(task);
+        self.connections_active.remove(&labels);
+        self.taint_hosts.remove(&labels);
+        self.taint_overflow.remove(&labels);
+        self.upstream_connect_seconds.remove(&labels);
+        self.first_byte_seconds.remove(&labels);
+        for direction in ["up", "down"] {
+            self.bytes.remove(&BytesLabels {
+                task: task.to_string(),
+                direction: direction.to_string(),
+            });
+        }
+        for decision in VERDICTS {
+            for rule in
+                std::iter::once("").chain(crate::policy::Rule::ALL.iter().map(|r| r.as_str()))
+            {
+                self.decisions.remove(&DecisionLabels {
+                    task: task.to_string(),
+                    decision: decision.to_string(),
+                    rule: rule.to_string(),
+                });
+            }
+        }
     }
 
     pub fn task(task: &str) -> TaskLabels {

@@ -98,6 +98,9 @@ pub async fn reload(shared: &Arc<Shared>, why: &str) -> Result<Summary, ReloadEr
     match &result {
         Ok(summary) => {
             count(shared, true);
+            if !summary.unchanged {
+                shared.metrics.config_loaded_now();
+            }
             tracing::info!(trigger = why, "config reloaded: {summary}");
         }
         Err(e) => {
@@ -278,6 +281,7 @@ fn swap_tasks(shared: &Shared, new: &Snapshot) -> (usize, usize) {
         if let Some(rt) = tasks.remove(id) {
             rt.tunnels.revoke_where(|_, _, _, _| true);
         }
+        shared.metrics.remove_task(id);
     }
     (added, gone.len())
 }

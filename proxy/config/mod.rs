@@ -122,6 +122,8 @@ impl Default for Limits {
 pub struct LogSettings {
     pub rotate_bytes: u64,
     pub keep: usize,
+    /// Each access row also goes to stdout, one JSON line.
+    pub stdout: bool,
 }
 
 impl Default for LogSettings {
@@ -129,6 +131,7 @@ impl Default for LogSettings {
         LogSettings {
             rotate_bytes: 64 * 1024 * 1024,
             keep: 5,
+            stdout: false,
         }
     }
 }

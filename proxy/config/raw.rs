@@ -71,6 +71,7 @@ pub struct RawLimits {
 pub struct RawLogs {
     pub rotate_bytes: Option<S<i64>>,
     pub keep: Option<S<i64>>,
+    pub stdout: Option<S<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

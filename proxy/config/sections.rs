@@ -210,6 +210,7 @@ impl Validator<'_> {
                 log_defaults.rotate_bytes,
             ),
             keep: self.positive(&l.keep, "logs.keep", log_defaults.keep as u64) as usize,
+            stdout: l.stdout.as_ref().is_some_and(|s| *s.get_ref()),
         }
     }
 

@@ -46,12 +46,8 @@ fn netns() -> Result<u64, String> {
 
 /// Starts the guest in new namespaces and waits for it; SIGTERM to sluice
 /// is passed on to it.
-pub async fn spawn(
-    o: &Options,
-    task: &TaskConfig,
-    state: &Path,
-    socket: &Path,
-) -> Result<ExitStatus, String> {
+pub async fn spawn(o: &Options, task: &TaskConfig, state: &Path) -> Result<ExitStatus, String> {
+    let socket = state.join("exec.sock");
     let env = client_env(task, state)?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find sluice itself: {e}"))?;
     let mut cmd = tokio::process::Command::new("unshare");
@@ -73,7 +69,7 @@ pub async fn spawn(
     .arg(exe)
     .arg("exec-guest")
     .arg("--to")
-    .arg(socket)
+    .arg(&socket)
     .arg("--state")
     .arg(state)
     .arg("--netns")
@@ -151,6 +147,7 @@ pub fn main(a: GuestArgs) -> ExitCode {
         rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
             .map_err(|e| format!("cannot make the guest undumpable: {e}"))
             .and_then(|()| isolate(&a))
+            .and_then(|()| read_only_kernel())
             .and_then(|()| hide_state(&a.state));
     let state = match state {
         Ok(fd) => fd,
@@ -236,6 +233,27 @@ fn isolate(a: &GuestArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Kernel settings the command must not write: a root outside is root
+/// inside too (for file permissions), and `core_pattern` or
+/// `sysrq-trigger` would act on the whole machine.
+fn read_only_kernel() -> Result<(), String> {
+    use rustix::mount::{mount_bind, mount_bind_recursive, mount_remount, MountFlags};
+    for path in ["/proc/sys", "/proc/sysrq-trigger", "/sys"] {
+        if !Path::new(path).exists() {
+            continue;
+        }
+        let bound = if path == "/sys" {
+            mount_bind_recursive(path, path)
+        } else {
+            mount_bind(path, path)
+        };
+        bound
+            .and_then(|()| mount_remount(path, MountFlags::BIND | MountFlags::RDONLY, ""))
+            .map_err(|e| format!("cannot make {path} read-only: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Files of the state folder the command may see: the socket, and the CA
 /// certificate and bundle (read-only).
 const SHOWN: [&str; 3] = ["exec.sock", "ca.pem", "ca-bundle.pem"];
@@ -282,8 +300,14 @@ fn hide_state(state: &Path) -> Result<OwnedFd, String> {
 /// Starts the relays, leaves the marker, runs the command (through
 /// `unshare` and `sluice exec-launch`) and waits.
 async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, (u8, String)> {
+    use rustix::fs::{open, openat, Mode, OFlags};
     let fail = |e: String| (1u8, format!("{e}; the command was not run"));
-    let to = ListenAddr::Unix(a.to.clone());
+    // The relays reach sluice through this handle, never by the path
+    // (which the command could make point elsewhere).
+    let socket = open(&a.to, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| fail(format!("cannot open {}: {e}", a.to.display())))?;
+    let to_path = PathBuf::from(format!("/proc/self/fd/{}", socket.as_raw_fd()));
+    let to = ListenAddr::Unix(to_path.clone());
     let relay = crate::listener::bind(&ListenAddr::Tcp(([127, 0, 0, 1], RELAY_PORT).into()))
         .await
         .map_err(|e| fail(format!("cannot listen on 127.0.0.1:{RELAY_PORT}: {e}")))?;
@@ -301,13 +325,8 @@ async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, (u8,
                     "cannot listen on 127.0.0.1:{TRANSPARENT_PORT}: {e}"
                 ))
             })?;
-        tokio::spawn(transparent::serve_redirected(
-            redirected,
-            names,
-            a.to.clone(),
-        ));
+        tokio::spawn(transparent::serve_redirected(redirected, names, to_path));
     }
-    use rustix::fs::{openat, Mode, OFlags};
     openat(
         &state,
         MARKER,
@@ -316,6 +335,7 @@ async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, (u8,
     )
     .map_err(|e| fail(format!("cannot leave the marker: {e}")))?;
     drop(state);
+    let _keep = socket;
     let exe = std::env::current_exe().map_err(|e| fail(e.to_string()))?;
     // A nested user and mount namespace: the mounts above are locked in
     // it, and the command holds no capability over the network namespace.

@@ -16,6 +16,7 @@ pub mod guest;
 pub mod launch;
 pub mod transparent;
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -62,36 +63,44 @@ fn run_inner(o: &Options) -> Result<ExitCode, String> {
     if o.command.is_empty() {
         return Err("no command: sluice exec [OPTIONS] -- CMD ARGS...".into());
     }
+    let started = crate::log::now_rfc3339();
     let state = state_dir(o.state.as_deref())?;
-    let _ = std::fs::remove_file(state.join(MARKER));
-    let snapshot = snapshot(o, &state)?;
+    // Everything sluice does in the state folder goes through this handle,
+    // not the path: the command may be able to rename a parent folder and
+    // put another folder (or a symlink to a host socket) at the path.
+    let held = rustix::fs::open(
+        &state,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| format!("cannot open the state folder {}: {e}", state.display()))?;
+    let by_handle = PathBuf::from(format!("/proc/self/fd/{}", held.as_raw_fd()));
+    let _ = std::fs::remove_file(by_handle.join(MARKER));
+    let snapshot = snapshot(o, &by_handle)?;
     let task = snapshot.tasks[0].clone();
-    let socket = match &task.listen[0] {
-        ListenAddr::Unix(p) => p.clone(),
-        _ => unreachable!("exec listens on a unix socket"),
-    };
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
-    let code = rt.block_on(serve_and_run(o, snapshot, &state, &socket))?;
+    let code = rt.block_on(serve_and_run(o, snapshot, &state, &by_handle))?;
     drop(rt);
-    print_report(o, &state, &task.id);
+    print_report(o, &state, &by_handle, &task.id, &started);
+    drop(held);
     Ok(code)
 }
 
-/// The state folder: `--state`, or a new folder under the temp folder
-/// (kept afterwards, for `sluice report`).
+/// The state folder: `--state`, or a new folder of a random name under
+/// the temp folder, made private (kept afterwards, for `sluice report`).
 fn state_dir(given: Option<&Path>) -> Result<PathBuf, String> {
     let dir = match given {
-        Some(d) => d.to_path_buf(),
-        None => {
-            let stamp = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis())
-                .unwrap_or(0);
-            std::env::temp_dir().join(format!("sluice-exec-{}-{stamp}", std::process::id()))
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create the state folder {}: {e}", d.display()))?;
+            d.to_path_buf()
         }
+        None => tempfile::Builder::new()
+            .prefix("sluice-exec-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a state folder: {e}"))?
+            .keep(),
     };
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("cannot create the state folder {}: {e}", dir.display()))?;
     std::path::absolute(&dir).map_err(|e| e.to_string())
 }
 
@@ -167,12 +176,15 @@ fn from_allow(allow: &[String]) -> Result<Snapshot, String> {
 }
 
 /// Serves the snapshot, runs the guest, and stops serving when it exits.
+/// `state` is the folder's path (for the guest and the command),
+/// `by_handle` the same folder through sluice's handle.
 async fn serve_and_run(
     o: &Options,
     snapshot: Snapshot,
     state: &Path,
-    socket: &Path,
+    by_handle: &Path,
 ) -> Result<ExitCode, String> {
+    let socket = by_handle.join("exec.sock");
     let task = snapshot.tasks[0].clone();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let until: crate::server::Until = Box::pin(async move {
@@ -195,11 +207,11 @@ async fn serve_and_run(
         };
         return Err(why);
     }
-    let status = guest::spawn(o, &task, state, socket).await;
+    let status = guest::spawn(o, &task, state).await;
     let _ = stop_tx.send(());
     let _ = server.await;
     let status = status?;
-    if !state.join(MARKER).exists() {
+    if !by_handle.join(MARKER).exists() {
         return Err(
             "the command did not run: the sandbox could not be made (see the lines above); \
              sluice exec never runs a command unconfined"
@@ -231,15 +243,20 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     }
 }
 
-/// The report of the run (what `sluice report` prints for its state),
-/// where each taint came from, and with `--learn` the allow line.
-fn print_report(o: &Options, state: &Path, task: &str) {
+/// The report of the run (what `sluice report --since START` prints for
+/// its state: a reused state folder holds earlier runs too), where each
+/// taint came from, and with `--learn` the allow line.
+fn print_report(o: &Options, state: &Path, by_handle: &Path, task: &str, started: &str) {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        // Whatever the command left the terminal in (hidden text, say).
+        eprint!("\x1b[0m");
+    }
     eprintln!(
         "sluice exec: what the command reached (state kept in {}; see it again with: sluice report --state {})",
         state.display(),
         state.display()
     );
-    let rows = match crate::report::build(state, Some(task)) {
+    let rows = match crate::report::build_since(by_handle, Some(task), Some(started)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("sluice exec: cannot read the access log: {e}");
@@ -247,7 +264,7 @@ fn print_report(o: &Options, state: &Path, task: &str) {
         }
     };
     eprint!("{}", crate::report::table(&rows));
-    for line in crate::report::taint_lines(state, task) {
+    for line in crate::report::taint_lines(by_handle, task) {
         eprintln!("{line}");
     }
     if o.learn {

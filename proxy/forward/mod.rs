@@ -54,6 +54,8 @@ pub async fn forward(
         started,
         generation: snap.generation,
         note: None,
+        conn: ctx.id,
+        addr: None,
     };
     let Some(task) = ctx.task_config(snap) else {
         return ctx.refuse(&ex, exchange::task_gone());
@@ -191,6 +193,10 @@ pub async fn relay(
     let (resp, sender, addr) = match sent {
         Ok(x) => x,
         Err(e) => return ctx.refuse(&ex, e.refusal()),
+    };
+    let ex = Exchange {
+        addr: Some(addr),
+        ..ex
     };
     ctx.task
         .metrics

@@ -218,6 +218,8 @@ impl Session {
             started: Instant::now(),
             generation: snap.generation,
             note: None,
+            conn: ctx.id,
+            addr: None,
         };
         let Some(task) = ctx.task_config(&snap) else {
             return ctx.refuse(&ex, exchange::task_gone());

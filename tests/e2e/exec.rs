@@ -374,3 +374,128 @@ fn the_command_reaches_no_unix_socket_and_cannot_read_or_rewrite_the_state() {
     let log = std::fs::read_to_string(state.join("tasks/t/access.jsonl")).unwrap();
     assert!(!log.contains("forged"));
 }
+
+#[test]
+fn the_command_cannot_type_into_the_terminal_nor_write_kernel_settings() {
+    let s = Setup::new(|b| b);
+    // `script` gives the command a terminal of its own to try TIOCSTI on;
+    // the filter answers EAFNOSUPPORT (97), which nothing else would.
+    let sti = "import fcntl, termios\n\
+               try:\n    fcntl.ioctl(0, termios.TIOCSTI, b'x'); print('typed')\n\
+               except OSError as e:\n    print('sti', e.errno)\n";
+    let dgram = "import socket\n\
+                 try:\n    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); print('pair')\n\
+                 except OSError as e:\n    print('dgram', e.errno)\n";
+    std::fs::write(s.dir.path().join("sti.py"), sti).unwrap();
+    std::fs::write(s.dir.path().join("dgram.py"), dgram).unwrap();
+    let d = s.dir.path().display();
+    let out = s.exec(
+        &[],
+        &format!(
+            "script -qec 'python3 {d}/sti.py' /dev/null | tr -d '\\r'; python3 {d}/dgram.py; \
+             python3 -c 'import socket; socket.socketpair(); print(\"stream pair\")'; \
+             (echo sluice > /proc/sys/kernel/core_pattern) 2>/dev/null || echo core_pattern read-only; \
+             (echo x > /proc/sysrq-trigger) 2>/dev/null || echo sysrq read-only"
+        ),
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        stdout, "sti 97\ndgram 97\nstream pair\ncore_pattern read-only\nsysrq read-only\n",
+        "{stderr}"
+    );
+    let pattern = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+    assert!(!pattern.contains("sluice"), "{pattern}");
+}
+
+#[test]
+fn descriptors_sluice_inherits_do_not_reach_the_command() {
+    let up = RawUpstream::start(RawUpstream::record);
+    let s = Setup::new(|b| b);
+    // A caller holding a connection to the upstream starts sluice exec
+    // with it open (not close-on-exec); the command tries to write to it.
+    let script = format!(
+        "import socket, subprocess, sys\n\
+         c = socket.create_connection(('127.0.0.1', {port}))\n\
+         fd = c.fileno()\n\
+         inner = 'import os\\ntry:\\n    os.write(%d, b\"LEAKED\"); print(\"wrote\")\\nexcept OSError as e:\\n    print(\"closed\", e.errno)\\n' % fd\n\
+         r = subprocess.run([sys.argv[1], 'exec', '--config', sys.argv[2], '--state', sys.argv[3], '--', 'python3', '-c', inner], pass_fds=[fd], capture_output=True, text=True)\n\
+         print(r.stdout, end='')\n\
+         sys.stderr.write(r.stderr)\n",
+        port = up.port
+    );
+    let out = Command::new("python3")
+        .args(["-c", &script, bin()])
+        .arg(&s.config)
+        .arg(s.state())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(stdout, "closed 9\n", "EBADF: {stderr}");
+    assert!(!up.text().contains("LEAKED"), "{}", up.text());
+}
+
+#[test]
+fn renaming_the_state_folder_away_changes_neither_the_relay_nor_the_report() {
+    let up = Upstream::start();
+    let p = up.port();
+    let s = Setup::new(|b| b.allow(&[format!("pkgs.example.com:{p}")]));
+    // The state folder sits in a folder the command can write.
+    let parent = s.dir.path().join("work");
+    let state = parent.join("st");
+    let outside = s.dir.path().join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&outside).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let forged = r#"{"ts":"2030-01-01T00:00:00.000Z","task":"t","client":"unix","kind":"http","method":"GET","host":"forged.example.com","port":443,"path":"/","decision":"allow","rule":null,"status":200}"#;
+    let script = format!(
+        "mv {parent} {parent}.old && mkdir -p {state}/tasks/t && \
+         ln -s {outside} {state}/exec.sock && \
+         echo '{forged}' > {state}/tasks/t/access.jsonl && touch {state}/exec-guest.started && \
+         curl -s http://pkgs.example.com:{p}/x",
+        parent = parent.display(),
+        state = state.display(),
+        outside = outside.display(),
+    );
+    let out = exec_cmd(&s.config, &state, &["--learn"], &script)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stdout, "hello from upstream\n",
+        "still through sluice: {stderr}"
+    );
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "nothing reached the host socket"
+    );
+    assert!(!stderr.contains("forged.example.com"), "{stderr}");
+    assert!(
+        stderr.ends_with(&format!("allow = [\"pkgs.example.com:{p}\"]\n")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_reused_state_folder_reports_only_this_run() {
+    let up = Upstream::start();
+    let p = up.port();
+    let s = Setup::new(|b| b);
+    let first = s.exec(
+        &["--learn"],
+        &format!("curl -s http://pkgs.example.com:{p}/x"),
+    );
+    assert!(
+        text(&first.stderr).ends_with(&format!("allow = [\"pkgs.example.com:{p}\"]\n")),
+        "{}",
+        text(&first.stderr)
+    );
+    let second = s.exec(
+        &["--learn"],
+        &format!("curl -s http://other.example.com:{p}/x"),
+    );
+    assert!(
+        text(&second.stderr).ends_with(&format!("allow = [\"other.example.com:{p}\"]\n")),
+        "{}",
+        text(&second.stderr)
+    );
+}

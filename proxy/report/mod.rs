@@ -197,6 +197,16 @@ pub fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), String> {
 
 /// Builds the report for every task in `state_dir` (or one task).
 pub fn build(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<Destination>> {
+    build_since(state_dir, task, None)
+}
+
+/// [`build`] from the rows written at or after `since` (an RFC 3339 time
+/// as the log writes it) only.
+pub fn build_since(
+    state_dir: &Path,
+    task: Option<&str>,
+    since: Option<&str>,
+) -> std::io::Result<Vec<Destination>> {
     let tasks_dir = state_dir.join("tasks");
     let mut task_dirs: Vec<PathBuf> = match std::fs::read_dir(&tasks_dir) {
         Ok(rd) => rd
@@ -227,6 +237,9 @@ pub fn build(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<Destin
                 let Ok(row) = serde_json::from_str::<AccessRecord>(line) else {
                     continue;
                 };
+                if since.is_some_and(|s| row.ts.as_str() < s) {
+                    continue;
+                }
                 let key = (row.task.to_string(), row.host.clone(), row.port);
                 out.entry(key)
                     .or_insert_with(|| Destination {
