@@ -428,6 +428,7 @@ mod tests {
         let settings = LogSettings {
             rotate_bytes: 100,
             keep: 2,
+            stdout: false,
         };
         let log = AccessLog::spawn(dir.path(), settings, Counter::default());
         for i in 0..20 {

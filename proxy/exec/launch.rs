@@ -32,6 +32,8 @@ use seccompiler::{
 pub const ALLOWED_FAMILIES: [i32; 3] = [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
 
 /// Terminal ioctls the command may not make.
+// The ioctl numbers are `c_ulong` here and `c_int` on other targets.
+#[allow(clippy::unnecessary_cast)]
 const REFUSED_IOCTLS: [u64; 2] = [libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
 
 /// The x32 syscall numbers' bit (x86-64 kernels that have the x32 ABI).
@@ -47,7 +49,7 @@ fn rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::BackendError>
         .collect::<Result<_, _>>()?;
     let ioctls = REFUSED_IOCTLS
         .iter()
-        .map(|r| Ok(SeccompRule::new(vec![arg(1, SeccompCmpOp::Eq, *r)?])?))
+        .map(|r| SeccompRule::new(vec![arg(1, SeccompCmpOp::Eq, *r)?]))
         .collect::<Result<Vec<_>, seccompiler::BackendError>>()?;
     let dgram_pair = SeccompRule::new(vec![arg(
         1,
