@@ -11,10 +11,12 @@ use crate::config::{self, Intercept, Snapshot, TaskConfig};
 
 mod env;
 mod health;
+mod report;
 
 use crate::policy::{AllowMode, TaintMode};
 use env::client_env;
 use health::healthcheck;
+use report::{report, ReportOutput};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,6 +57,18 @@ pub enum Command {
         /// what the task reached.
         #[arg(long)]
         allow_list: bool,
+        /// Only rows written since: a duration (90s, 15m, 2h, 7d) or a
+        /// time (2026-12-03T14:00:00Z, 2026-12-03). Default: all.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// A live feed: one line per decision as sluice writes it (with
+        /// --since, those since then first), until interrupted.
+        #[arg(long, conflicts_with_all = ["json", "allow_list", "html"])]
+        follow: bool,
+        /// Write one self-contained HTML page (destinations, timeline,
+        /// taint provenance) to FILE.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "allow_list"])]
+        html: Option<PathBuf>,
     },
     /// Run one command with sluice as its only way out, then print what it
     /// reached: sluice exec --allow registry.npmjs.org -- npm install.
@@ -256,7 +270,20 @@ pub fn execute(cli: Cli) -> ExitCode {
             task,
             json,
             allow_list,
-        } => report(&state, task.as_deref(), json, allow_list),
+            since,
+            follow,
+            html,
+        } => report(
+            &state,
+            task.as_deref(),
+            ReportOutput {
+                json,
+                allow_list,
+                since,
+                follow,
+                html,
+            },
+        ),
         Command::Exec {
             config,
             task,
@@ -334,64 +361,6 @@ fn block_on<E: std::fmt::Display>(f: impl std::future::Future<Output = Result<()
             ExitCode::from(1)
         }
     }
-}
-
-fn report(state: &StateArgs, task: Option<&str>, json: bool, allow_list: bool) -> ExitCode {
-    let dir = match state.dir() {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    if let Err(e) = crate::report::check_state(&dir, task) {
-        eprintln!("sluice: {e}");
-        return ExitCode::from(1);
-    }
-    eprintln!("sluice: report of {}", dir.display());
-    let rows = match crate::report::build(&dir, task) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!(
-                "sluice: cannot read the access logs in {}: {e}",
-                dir.display()
-            );
-            return ExitCode::from(1);
-        }
-    };
-    if allow_list {
-        let mut tasks: Vec<&str> = rows.iter().map(|r| r.task.as_str()).collect();
-        tasks.dedup();
-        if let Some(t) = task {
-            tasks = vec![t];
-        }
-        for t in tasks {
-            let line = crate::report::allow_list(&rows, t);
-            if line == "allow = []\n" {
-                // Pasted, an empty list would lock the task out.
-                eprintln!(
-                    "sluice: task {t:?} reached no destination in {}; no allow line to print",
-                    dir.display()
-                );
-                return ExitCode::from(1);
-            }
-            if task.is_none() {
-                println!("# task {t}");
-            }
-            print!("{line}");
-        }
-    } else if json {
-        match serde_json::to_string_pretty(&rows) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("sluice: {e}");
-                return ExitCode::from(1);
-            }
-        }
-    } else {
-        print!("{}", crate::report::table(&rows));
-    }
-    ExitCode::SUCCESS
 }
 
 fn ca(action: CaAction) -> ExitCode {

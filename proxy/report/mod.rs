@@ -11,7 +11,12 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::log::{AccessRecord, Kind};
+
+pub mod follow;
+pub mod html;
+mod table;
 use crate::policy::{verdict, Rule};
+pub use table::{aligned, compact_time, human_bytes, table, LEGEND};
 
 /// One (task, host:port) line of the report.
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
@@ -207,164 +212,148 @@ pub fn build_since(
     task: Option<&str>,
     since: Option<&str>,
 ) -> std::io::Result<Vec<Destination>> {
-    let tasks_dir = state_dir.join("tasks");
-    let mut task_dirs: Vec<PathBuf> = match std::fs::read_dir(&tasks_dir) {
-        Ok(rd) => rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    task_dirs.sort();
     let mut out: BTreeMap<(String, String, u16), Destination> = BTreeMap::new();
-    for dir in task_dirs {
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        if task.is_some_and(|t| t != name) {
-            continue;
-        }
+    for (_, dir) in task_dirs(state_dir, task)? {
         let tainted = tainted_hosts(&dir);
-        for file in access_files(&dir) {
-            let Ok(text) = std::fs::read_to_string(&file) else {
-                continue;
-            };
-            for line in text.lines() {
-                // A torn last line of a running sluice is skipped.
-                let Ok(row) = serde_json::from_str::<AccessRecord>(line) else {
-                    continue;
-                };
-                if since.is_some_and(|s| row.ts.as_str() < s) {
-                    continue;
-                }
-                let key = (row.task.to_string(), row.host.clone(), row.port);
-                out.entry(key)
-                    .or_insert_with(|| Destination {
-                        task: row.task.to_string(),
-                        host: row.host.clone(),
-                        port: row.port,
-                        first_seen: row.ts.clone(),
-                        tainted: tainted.contains(&row.host),
-                        ..Default::default()
-                    })
-                    .add(&row);
-            }
+        for row in dir_rows(&dir, since) {
+            let key = (row.task.to_string(), row.host.clone(), row.port);
+            out.entry(key)
+                .or_insert_with(|| Destination {
+                    task: row.task.to_string(),
+                    host: row.host.clone(),
+                    port: row.port,
+                    first_seen: row.ts.clone(),
+                    tainted: tainted.contains(&row.host),
+                    ..Default::default()
+                })
+                .add(&row);
         }
     }
     Ok(out.into_values().collect())
 }
 
-/// What the table's marks and columns mean, printed under it.
-pub const LEGEND: &str = "! = refused or would be refused; REFUSED = decision deny, \
-WOULD_DENY = shadow mode let it through, FAILED = could not reach (DNS or upstream), \
-nothing refused; UP/DOWN = bytes relayed; times UTC";
-
-/// The table `sluice report` prints: one line per destination, every
-/// column headed and aligned (numbers to the right), then [`LEGEND`].
-pub fn table(rows: &[Destination]) -> String {
-    if rows.is_empty() {
-        return "(no access-log rows)\n".to_string();
-    }
-    let header = [
-        "",
-        "TASK",
-        "DESTINATION",
-        "FIRST",
-        "LAST",
-        "REQS",
-        "ALLOWED",
-        "REFUSED",
-        "WOULD_DENY",
-        "FAILED",
-        "UP",
-        "DOWN",
-        "BODY",
-        "TAINTED",
-        "RULES",
-    ];
-    let mut lines: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
-    let yes = |b: bool| if b { "yes" } else { "-" }.to_string();
-    for d in rows {
-        let rules: Vec<&str> = d.rules.iter().map(String::as_str).collect();
-        lines.push(vec![
-            if d.flagged() { "!" } else { "" }.to_string(),
-            d.task.clone(),
-            format!("{}:{}", d.host, d.port),
-            compact_time(&d.first_seen),
-            compact_time(&d.last_seen),
-            d.requests.to_string(),
-            d.allowed.to_string(),
-            d.refused.to_string(),
-            d.would_deny.to_string(),
-            d.failed.to_string(),
-            human_bytes(d.bytes_up),
-            human_bytes(d.bytes_down),
-            yes(d.body),
-            yes(d.tainted),
-            if rules.is_empty() {
-                "-".to_string()
-            } else {
-                rules.join(",")
-            },
-        ]);
-    }
-    let mut out = aligned(&lines, |i| (5..=11).contains(&i));
-    out.push_str(LEGEND);
-    out.push('\n');
-    out
+/// The task folders of a state folder (or the one of `task`), by name.
+pub fn task_dirs(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<(String, PathBuf)>> {
+    let mut dirs: Vec<(String, PathBuf)> = match std::fs::read_dir(state_dir.join("tasks")) {
+        Ok(rd) => rd
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| (e.file_name().to_string_lossy().to_string(), e.path()))
+            .filter(|(name, _)| task.is_none_or(|t| t == name))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    dirs.sort();
+    Ok(dirs)
 }
 
-/// Rows as columns two spaces apart; `right(i)` columns are right-aligned.
-pub fn aligned(rows: &[Vec<String>], right: impl Fn(usize) -> bool) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let mut widths = vec![0usize; cols];
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            let w = widths[i];
-            if right(i) {
-                line.push_str(&format!("{c:>w$}  "));
-            } else {
-                line.push_str(&format!("{c:<w$}  "));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
+/// A task folder's access rows, oldest file first, written at or after
+/// `since`. A torn last line of a running sluice is skipped.
+fn dir_rows(dir: &Path, since: Option<&str>) -> Vec<AccessRecord> {
+    let mut out = Vec::new();
+    for file in access_files(dir) {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        out.extend(
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<AccessRecord>(l).ok())
+                .filter(|r| since.is_none_or(|s| r.ts.as_str() >= s)),
+        );
     }
     out
 }
 
-/// `2026-12-03T14:57:11.123Z` → `12-03 14:57:11` (UTC; the year and the
-/// milliseconds are left out). Anything else is shown as written.
-pub fn compact_time(ts: &str) -> String {
-    match (ts.get(5..10), ts.get(10..11), ts.get(11..19)) {
-        (Some(day), Some("T"), Some(time)) => format!("{day} {time}"),
-        _ => ts.to_string(),
-    }
+/// Where each tainted host of a task folder was named: (host, source, ts).
+fn taint_of(dir: &Path) -> Vec<html::TaintLine> {
+    std::fs::read_to_string(dir.join("taint.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            Some((
+                v["host"].as_str()?.to_string(),
+                v["source"].as_str().unwrap_or("?").to_string(),
+                v["ts"].as_str().unwrap_or("?").to_string(),
+            ))
+        })
+        .collect()
 }
 
-/// Bytes for a person: `0 B`, `843 B`, `1.5 KiB`, `28.6 MiB`, `2.0 GiB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
+/// `sluice report --html`: the page for a state folder (or one task).
+pub fn html_page(
+    state_dir: &Path,
+    task: Option<&str>,
+    since: Option<&str>,
+) -> std::io::Result<String> {
+    let mut data = Vec::new();
+    for (name, dir) in task_dirs(state_dir, task)? {
+        let destinations = build_since(state_dir, Some(&name), since)?;
+        let mut rows = dir_rows(&dir, since);
+        rows.sort_by(|a, b| a.ts.cmp(&b.ts));
+        data.push((name, destinations, rows, taint_of(&dir)));
     }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
+    let parts: Vec<html::TaskPart> = data
+        .iter()
+        .map(|(task, destinations, rows, taint)| html::TaskPart {
+            task,
+            destinations,
+            rows,
+            taint,
+        })
+        .collect();
+    Ok(html::page(&state_dir.display().to_string(), &parts))
+}
+
+/// Every access row of the state folder (or of one task), written at or
+/// after `since`.
+pub fn rows(state_dir: &Path, task: Option<&str>, since: Option<&str>) -> Vec<AccessRecord> {
+    task_dirs(state_dir, task)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|(_, d)| dir_rows(d, since))
+        .collect()
+}
+
+/// `--since`: a duration back from `now` (`90s`, `15m`, `2h`, `7d`) or a
+/// time (RFC 3339, or a date), as the log writes times.
+pub fn since(arg: &str, now: time::OffsetDateTime) -> Result<String, String> {
+    use time::format_description::well_known::Rfc3339;
+    let unit = arg.chars().last().unwrap_or(' ');
+    let secs = match unit {
+        's' => Some(1),
+        'm' => Some(60),
+        'h' => Some(3600),
+        'd' => Some(86_400),
+        _ => None,
+    };
+    let at = match (
+        secs,
+        arg[..arg.len() - unit.len_utf8().min(arg.len())].parse::<i64>(),
+    ) {
+        (Some(s), Ok(n)) if n >= 0 => now - time::Duration::seconds(n.saturating_mul(s)),
+        _ => match time::OffsetDateTime::parse(arg, &Rfc3339) {
+            Ok(t) => t,
+            Err(_) => time::Date::parse(
+                arg,
+                time::macros::format_description!("[year]-[month]-[day]"),
+            )
+            .map(|d| d.midnight().assume_utc())
+            .map_err(|_| {
+                format!(
+                    "--since {arg:?}: give a duration (90s, 15m, 2h, 7d) or a time \
+                         (2026-12-03T14:00:00Z, 2026-12-03)"
+                )
+            })?,
+        },
+    };
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    at.to_offset(time::UtcOffset::UTC)
+        .format(&fmt)
+        .map_err(|e| e.to_string())
 }
 
 /// The `allow = [...]` line that would have admitted exactly what `task`
@@ -395,221 +384,4 @@ pub fn allow_list(rows: &[Destination], task: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn write(dir: &Path, task: &str, file: &str, rows: &[serde_json::Value]) {
-        let d = dir.join("tasks").join(task);
-        std::fs::create_dir_all(&d).unwrap();
-        let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
-        std::fs::write(d.join(file), text).unwrap();
-    }
-
-    fn row(
-        ts: &str,
-        host: &str,
-        port: u16,
-        decision: &str,
-        rule: Option<&str>,
-        body: bool,
-    ) -> serde_json::Value {
-        serde_json::json!({"ts": ts, "task": "t", "client": "unix", "kind": "connect",
-            "method": "CONNECT", "host": host, "port": port, "decision": decision,
-            "rule": rule, "status": 200, "body": body, "bytes_up": 10, "bytes_down": 100})
-    }
-
-    #[test]
-    fn aggregates_rotated_files_and_marks_refusals_and_taint() {
-        let dir = tempfile::tempdir().unwrap();
-        write(
-            dir.path(),
-            "t",
-            "access.jsonl.1",
-            &[row(
-                "2026-01-01T00:00:01Z",
-                "a.example.com",
-                443,
-                "allow",
-                None,
-                false,
-            )],
-        );
-        write(
-            dir.path(),
-            "t",
-            "access.jsonl",
-            &[
-                row(
-                    "2026-01-01T00:00:02Z",
-                    "a.example.com",
-                    443,
-                    "allow",
-                    None,
-                    true,
-                ),
-                row(
-                    "2026-01-01T00:00:03Z",
-                    "b.example.com",
-                    443,
-                    "deny",
-                    Some("not-allowed"),
-                    false,
-                ),
-                row(
-                    "2026-01-01T00:00:04Z",
-                    "c.example.com",
-                    80,
-                    "would_deny",
-                    Some("not-allowed"),
-                    false,
-                ),
-            ],
-        );
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(dir.path().join("tasks/t/access.jsonl"))
-            .unwrap()
-            .write_all(b"{\"ts\":\"torn")
-            .unwrap();
-        write(
-            dir.path(),
-            "t",
-            "taint.jsonl",
-            &[
-                serde_json::json!({"ts": "x", "task": "t", "host": "a.example.com", "source": "http://d/"}),
-            ],
-        );
-        let rows = build(dir.path(), None).unwrap();
-        assert_eq!(rows.len(), 3);
-        let a = &rows[0];
-        assert_eq!(
-            (a.host.as_str(), a.requests, a.allowed, a.body, a.tainted),
-            ("a.example.com", 2, 2, true, true)
-        );
-        assert_eq!(a.first_seen, "2026-01-01T00:00:01Z");
-        assert_eq!(a.last_seen, "2026-01-01T00:00:02Z");
-        assert_eq!((a.bytes_up, a.bytes_down), (20, 200));
-        assert!(!a.flagged(), "tainted but nothing refused");
-        assert_eq!(rows[1].refused, 1);
-        assert_eq!(rows[2].would_deny, 1);
-        assert!(rows[2].flagged(), "would be refused");
-        assert_eq!(
-            allow_list(&rows, "t"),
-            "allow = [\"a.example.com:443\", \"c.example.com:80\"]\n"
-        );
-        let t = table(&rows);
-        assert!(t.lines().nth(2).unwrap().starts_with('!'), "{t}");
-        assert!(build(dir.path(), Some("other")).unwrap().is_empty());
-    }
-
-    #[test]
-    fn an_intercepted_tunnel_is_not_a_request() {
-        let mut d = Destination::default();
-        let rec = |v: serde_json::Value| serde_json::from_value::<AccessRecord>(v).unwrap();
-        let mut connect = row(
-            "2026-01-01T00:00:01Z",
-            "a.example.com",
-            443,
-            "allow",
-            None,
-            false,
-        );
-        connect["note"] = "intercepted".into();
-        d.add(&rec(connect.clone()));
-        assert_eq!((d.requests, d.tunnels, d.bytes_up, d.allowed), (0, 1, 0, 0));
-        assert!(
-            d.admitted,
-            "an allowed tunnel belongs in a learned allow-list"
-        );
-        connect["note"] = "client-tls-failed".into();
-        d.add(&rec(connect));
-        assert_eq!((d.requests, d.tunnels), (0, 2));
-        let mut inner = row(
-            "2026-01-01T00:00:02Z",
-            "a.example.com",
-            443,
-            "allow",
-            None,
-            true,
-        );
-        inner["kind"] = "intercepted".into();
-        d.add(&rec(inner));
-        assert_eq!(
-            (d.requests, d.bytes_up, d.bytes_down, d.body),
-            (1, 10, 100, true)
-        );
-        // An opaque tunnel is a request, its bytes relayed.
-        d.add(&rec(row(
-            "2026-01-01T00:00:03Z",
-            "a.example.com",
-            443,
-            "allow",
-            None,
-            true,
-        )));
-        assert_eq!((d.requests, d.bytes_up), (2, 20));
-    }
-
-    #[test]
-    fn refusals_send_nothing_and_a_refused_connect_carries_no_body() {
-        let mut d = Destination::default();
-        let rec = |v: serde_json::Value| serde_json::from_value::<AccessRecord>(v).unwrap();
-        d.add(&rec(row(
-            "t",
-            "b.example.com",
-            443,
-            "deny",
-            Some("not-allowed"),
-            true,
-        )));
-        assert_eq!((d.refused, d.body, d.bytes_up), (1, false, 0));
-        let mut post = row(
-            "t",
-            "b.example.com",
-            443,
-            "deny",
-            Some("untrusted-target"),
-            true,
-        );
-        post["kind"] = "http".into();
-        d.add(&rec(post));
-        assert_eq!((d.refused, d.body, d.bytes_up), (2, true, 0));
-        d.add(&rec(row(
-            "t",
-            "b.example.com",
-            443,
-            "error",
-            Some("dns-failed"),
-            false,
-        )));
-        assert_eq!((d.refused, d.failed), (2, 1));
-        assert!(d.flagged());
-        let mut failed_only = Destination::default();
-        failed_only.add(&rec(row(
-            "t",
-            "c.example.com",
-            443,
-            "error",
-            Some("dns-failed"),
-            false,
-        )));
-        assert!(!failed_only.flagged(), "a failure is not a refusal");
-    }
-
-    #[test]
-    fn sizes_and_times_for_a_person() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(1024), "1.0 KiB");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(30_000_873), "28.6 MiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
-        assert_eq!(human_bytes(5 << 40), "5.0 TiB");
-        assert_eq!(human_bytes(u64::MAX), "16777216.0 TiB");
-        assert_eq!(compact_time("2026-12-03T14:57:11.123Z"), "12-03 14:57:11");
-        assert_eq!(compact_time("garbage"), "garbage");
-        assert_eq!(compact_time("2026-12-03 14:57:11"), "2026-12-03 14:57:11");
-    }
-
-    use std::io::Write;
-}
+mod tests;

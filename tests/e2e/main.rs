@@ -4,6 +4,7 @@
 //! each test checks the access-log line.
 
 mod adversary;
+mod audit;
 mod check;
 mod clients;
 mod connect;

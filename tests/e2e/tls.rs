@@ -387,3 +387,25 @@ fn ca_init_and_show() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+#[test]
+fn rows_link_a_tunnel_to_its_requests_and_name_the_address_dialled() {
+    let t = setup("", true, &default_names());
+    let a = t.curl(&["--http1.1"], &t.url("pkgs", "/one"));
+    assert_eq!(a.status, 200);
+    let inner = row_where(&t.s, "t", "pkgs.example.com", |r| r["path"] == "/one");
+    let tunnel = row_where(&t.s, "t", "pkgs.example.com", |r| r["kind"] == "connect");
+    assert_eq!(
+        (inner["v"].as_u64(), tunnel["v"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert!(inner["conn"].as_u64() > Some(0));
+    assert_eq!(inner["conn"], tunnel["conn"], "{inner}\n{tunnel}");
+    assert_eq!(tunnel["note"], "intercepted");
+    let dialled = format!("127.0.0.1:{}", t.up.port());
+    assert_eq!(
+        (inner["addr"].as_str(), tunnel["addr"].as_str()),
+        (Some(dialled.as_str()), Some(dialled.as_str()))
+    );
+    assert!(inner["reason"].is_null());
+}

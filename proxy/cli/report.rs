@@ -1,0 +1,118 @@
+//! `sluice report`: check the state folder and the task, then print the
+//! table, the JSON, the allow line, a live feed or an HTML page.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use super::StateArgs;
+
+/// What `sluice report` prints.
+pub(super) struct ReportOutput {
+    pub json: bool,
+    pub allow_list: bool,
+    pub since: Option<String>,
+    pub follow: bool,
+    pub html: Option<PathBuf>,
+}
+
+/// Prints the message and gives the exit code.
+fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("sluice: {message}");
+    ExitCode::from(code)
+}
+
+pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> ExitCode {
+    let dir = match state.dir() {
+        Ok(d) => d,
+        Err(e) => return fail(1, e),
+    };
+    if let Err(e) = crate::report::check_state(&dir, task) {
+        return fail(1, e);
+    }
+    let since = match o
+        .since
+        .as_deref()
+        .map(|s| crate::report::since(s, time::OffsetDateTime::now_utc()))
+        .transpose()
+    {
+        Ok(s) => s,
+        Err(e) => return fail(2, e),
+    };
+    let since = since.as_deref();
+    eprintln!("sluice: report of {}", dir.display());
+    if o.follow {
+        let color = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        let _ = crate::report::follow::follow(&dir, task, since, color, &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    if let Some(file) = &o.html {
+        return match crate::report::html_page(&dir, task, since)
+            .and_then(|p| std::fs::write(file, p))
+        {
+            Ok(()) => {
+                eprintln!("sluice: wrote {}", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(1, format!("cannot write {}: {e}", file.display())),
+        };
+    }
+    let rows = match crate::report::build_since(&dir, task, since) {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(
+                1,
+                format!("cannot read the access logs in {}: {e}", dir.display()),
+            )
+        }
+    };
+    if o.allow_list {
+        return allow_lines(&dir, task, &rows);
+    }
+    if o.json {
+        return match serde_json::to_string_pretty(&rows) {
+            Ok(s) => {
+                println!("{s}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(1, e),
+        };
+    }
+    print!("{}", crate::report::table(&rows));
+    ExitCode::SUCCESS
+}
+
+/// `--allow-list`: one line per task (named when there are several).
+fn allow_lines(dir: &Path, task: Option<&str>, rows: &[crate::report::Destination]) -> ExitCode {
+    let mut tasks: Vec<&str> = rows.iter().map(|r| r.task.as_str()).collect();
+    tasks.dedup();
+    if let Some(t) = task {
+        tasks = vec![t];
+    }
+    if tasks.is_empty() {
+        return fail(
+            1,
+            format!(
+                "no task reached any destination in {}; no allow line to print",
+                dir.display()
+            ),
+        );
+    }
+    for t in tasks {
+        let line = crate::report::allow_list(rows, t);
+        if line == "allow = []\n" {
+            // Pasted, an empty list would lock the task out.
+            return fail(
+                1,
+                format!(
+                    "task {t:?} reached no destination in {}; no allow line to print",
+                    dir.display()
+                ),
+            );
+        }
+        if task.is_none() {
+            println!("# task {t}");
+        }
+        print!("{line}");
+    }
+    ExitCode::SUCCESS
+}

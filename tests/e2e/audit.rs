@@ -1,0 +1,282 @@
+//! The audit trail, live and afterwards: what each access row says, rows
+//! on stdout and JSON logs for container log collectors, the admin API's
+//! event stream, `report --since`, `--follow` and `--html`, and the
+//! metrics an operator alerts on.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::util::*;
+
+#[test]
+fn a_refused_row_carries_the_sentence_the_client_got() {
+    let up = Upstream::start();
+    let p = up.port();
+    let (_dns, s) = pkgs_sluice(&up, "", "");
+    let out = curl(&[
+        "-s",
+        "-x",
+        &s.proxy(0),
+        &format!("http://other.example.com:{p}/x"),
+    ]);
+    let body = String::from_utf8_lossy(&out.stdout).to_string();
+    let row = last_row_for(&s, "t", "other.example.com");
+    let reason = row["reason"].as_str().unwrap();
+    assert!(
+        body.contains(reason),
+        "the body says {body:?}, the row {reason:?}"
+    );
+    assert!(row["addr"].is_null(), "nothing was dialled");
+    assert_eq!(row["v"], 2);
+    assert_eq!(get(&s, &format!("http://pkgs.example.com:{p}/x")), 200);
+    let ok = last_row_for(&s, "t", "pkgs.example.com");
+    assert_eq!(ok["addr"], format!("127.0.0.1:{p}"));
+    assert!(ok["reason"].is_null());
+}
+
+#[test]
+fn rows_on_stdout_and_logs_as_json_for_container_log_collectors() {
+    let up = Upstream::start();
+    let p = up.port();
+    let dns = FakeDns::start();
+    let b = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .top("[logs]\nstdout = true");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sluice.toml");
+    let port = free_port();
+    std::fs::write(
+        &config,
+        b.config()
+            .replace("tcp:127.0.0.1:0", &format!("tcp:127.0.0.1:{port}")),
+    )
+    .unwrap();
+    let mut child = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("SLUICE_LOG_FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<(bool, String)>();
+    let (stdout, stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    for (is_stdout, pipe) in [
+        (true, Box::new(stdout) as Box<dyn Read + Send>),
+        (false, Box::new(stderr)),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = tx.send((is_stdout, l));
+            }
+        });
+    }
+    let proxy = format!("http://127.0.0.1:{port}");
+    let reached = poll(Duration::from_secs(20), || {
+        (get_via(&proxy, &format!("http://pkgs.example.com:{p}/x")) == 200).then_some(())
+    });
+    // Until the row shows on stdout (bounded), keeping every line seen.
+    let mut lines: Vec<(bool, String)> = Vec::new();
+    let row = poll(Duration::from_secs(10), || {
+        lines.extend(rx.try_iter());
+        lines
+            .iter()
+            .filter(|(out, _)| *out)
+            .find_map(|(_, l)| serde_json::from_str::<serde_json::Value>(l).ok())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(reached.is_some(), "sluice served");
+    let row = row.unwrap_or_else(|| panic!("no row on stdout: {lines:#?}"));
+    assert_eq!(
+        (row["host"].as_str(), row["decision"].as_str()),
+        (Some("pkgs.example.com"), Some("allow"))
+    );
+    let logs: Vec<&String> = lines
+        .iter()
+        .filter(|(out, _)| !*out)
+        .map(|(_, l)| l)
+        .collect();
+    assert!(!logs.is_empty());
+    for l in logs {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        assert!(
+            v["level"].is_string() && v["fields"]["message"].is_string(),
+            "{l}"
+        );
+    }
+}
+
+#[test]
+fn the_admin_api_streams_decisions_as_server_sent_events() {
+    let up = Upstream::start();
+    let p = up.port();
+    let dns = FakeDns::start();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .admin()
+        .start();
+    let (code, _) = s.admin_call("GET", "/events?task=nope");
+    assert_eq!(code, 404);
+    let mut stream = Command::new("curl")
+        .args([
+            "-sN",
+            "-m",
+            "20",
+            &format!("http://{}/events?task=t", s.admin()),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let out = stream.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    // The stream's greeting says it is open.
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        ": sluice decisions"
+    );
+    assert_eq!(get(&s, &format!("http://other.example.com:{p}/x")), 403);
+    let mut event = None;
+    while let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) {
+        if let Some(data) = l.strip_prefix("data: ") {
+            event = Some(serde_json::from_str::<serde_json::Value>(data).unwrap());
+            break;
+        }
+    }
+    let _ = stream.kill();
+    let _ = stream.wait();
+    let event = event.expect("a decision event");
+    assert_eq!(
+        (event["host"].as_str(), event["rule"].as_str()),
+        (Some("other.example.com"), Some("not-allowed"))
+    );
+}
+
+#[test]
+fn report_since_follow_and_html() {
+    let up = Upstream::start();
+    let p = up.port();
+    let (_dns, s) = pkgs_sluice(&up, "", "");
+    assert_eq!(get(&s, &format!("http://pkgs.example.com:{p}/old")), 200);
+    s.access_log("t", 1);
+    // A feed started now shows what happens from now on.
+    let mut follow = Command::new(bin())
+        .args(["report", "--follow", "--state"])
+        .arg(s.state())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let out = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    // Until the feed has read the folder, new rows may count as history:
+    // wait for its first line by making requests until one shows.
+    let mut first = None;
+    for _ in 0..20 {
+        assert_eq!(get(&s, &format!("http://other.example.com:{p}/new")), 403);
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+            first = Some(l);
+            break;
+        }
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let first = first.expect("the feed printed the refusal");
+    assert!(
+        first.contains("t  deny        GET http://other.example.com:")
+            && first.contains("not-allowed: other.example.com:"),
+        "{first}"
+    );
+    assert!(
+        !first.contains("/old"),
+        "history is not replayed without --since"
+    );
+    // --since: a time after the first request leaves it out.
+    let rows = s.access_log("t", 2);
+    let after_old = rows[1]["ts"].as_str().unwrap().to_string();
+    let r = s.report(&["--since", &after_old, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(
+        v.as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["host"] != "pkgs.example.com"),
+        "{v:#}"
+    );
+    let r = s.report(&["--since", "1h", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(
+        v.as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["host"] == "pkgs.example.com"),
+        "{v:#}"
+    );
+    assert_eq!(
+        s.report(&["--since", "yesterday-ish"]).status.code(),
+        Some(2)
+    );
+    // --html: one page, no scripts, nothing fetched.
+    let page = s.dir.path().join("report.html");
+    let r = s.report(&["--html", page.to_str().unwrap()]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("other.example.com"));
+    assert!(
+        !html.contains("<script") && !html.contains("src="),
+        "self-contained"
+    );
+}
+
+#[test]
+fn metrics_name_the_build_the_last_reload_and_forget_removed_tasks() {
+    let dns = FakeDns::start();
+    let b = SluiceBuilder::new(&dns).admin();
+    let s = b.start();
+    let base = s.pin(&b.config());
+    let with_task = format!("{base}\n[[task]]\nid = \"second\"\nlisten = [\"tcp:127.0.0.1:0\"]\n");
+    s.write_config(&with_task);
+    let (code, body) = s.admin_call("POST", "/reload");
+    assert_eq!(code, 200, "{body}");
+    let (_, metrics) = s.admin_call("GET", "/metrics");
+    assert!(
+        metrics.contains(&format!(
+            "sluice_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_connections_active{task=\"second\"}"),
+        "{metrics}"
+    );
+    let loaded = s.metric("sluice_config_last_reload_success_timestamp_seconds");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(loaded + 600 > now && loaded <= now, "{loaded} vs {now}");
+    s.write_config(&base);
+    let (code, body) = s.admin_call("POST", "/reload");
+    assert_eq!(code, 200, "{body}");
+    let (_, metrics) = s.admin_call("GET", "/metrics");
+    assert!(!metrics.contains("task=\"second\""), "{metrics}");
+}
