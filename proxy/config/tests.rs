@@ -389,3 +389,43 @@ fn pinned_hosts_are_read_and_checked() {
         );
     }
 }
+
+#[test]
+fn task_lists_and_defaults_are_read() {
+    let text = "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\npassthrough = [\"Pinned.Example.com\"]\n\
+                [task.taint]\nexempt = [\"cdn.example.com.\"]\n";
+    let s = check(text).unwrap();
+    let t = &s.tasks[0];
+    assert_eq!(
+        t.passthrough,
+        HashSet::from(["pinned.example.com".to_string()])
+    );
+    assert_eq!(
+        t.taint.exempt,
+        HashSet::from(["cdn.example.com".to_string()])
+    );
+    assert_eq!(t.taint.max_scan_bytes, 64 * 1024 * 1024);
+    assert_eq!(t.taint.max_hosts, 100_000);
+}
+
+#[test]
+fn extra_roots_are_kept_as_paths_beside_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = rcgen::generate_simple_self_signed(vec!["ca.example".into()]).unwrap();
+    std::fs::write(dir.path().join("roots.pem"), ca.cert.pem()).unwrap();
+    let text = "[upstream]\nextra_roots = [\"roots.pem\"]\n[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n";
+    let s = validate(text, Source::Embedded, dir.path(), 1).unwrap();
+    assert_eq!(s.extra_roots, vec![dir.path().join("roots.pem")]);
+}
+
+#[test]
+fn zero_is_not_a_positive_number() {
+    for key in ["keep = 0", "keep = -1"] {
+        let text = format!("[logs]\n{key}\n[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n");
+        let p = check(&text).unwrap_err();
+        assert_eq!(p[0].key, "logs.keep", "{key}");
+    }
+    let s =
+        check("[logs]\nkeep = 1\n[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n").unwrap();
+    assert_eq!(s.logs.keep, 1);
+}

@@ -426,6 +426,20 @@ mod tests {
             Some(Ipv4Addr::new(1, 2, 255, 255))
         );
         assert_eq!(parse_ipv4_any("1.2.65536"), None);
+        // A part of more than 12 characters is no number, whatever its
+        // value (sluice and inet_aton agree on what is an address).
+        assert_eq!(parse_ipv4_any("0000000000001.0.0.1"), None);
+        assert_eq!(
+            parse_ipv4_any("000000000001.0.0.1"),
+            Some(Ipv4Addr::new(1, 0, 0, 1))
+        );
+    }
+
+    #[test]
+    fn punycode_labels_are_checked() {
+        // Invalid punycode is refused, not taken as written.
+        assert!(normalize_host("xn--a.example").is_err());
+        assert!(normalize_host("XN--BCHER-KVA.example").is_ok());
     }
 
     #[test]
