@@ -9,6 +9,8 @@
 //! GET  /tasks/<id>/taint       JSON: tainted hosts with provenance
 //! GET  /events[?task=ID]       server-sent events: each access row as written
 //! POST /reload                 200 with summary, or 400 with the config error
+//! POST /tasks/<id>/allow       body HOST[:PORT]: grant it (allow_mode = "ask")
+//! POST /tasks/<id>/deny        body HOST[:PORT]: refuse the requests waiting on it
 //! ```
 //!
 //! Mutating routes answer only POST. Must not decide on requests.
@@ -27,7 +29,7 @@ use serde_json::json;
 use crate::config::Intercept;
 use crate::listener::Bound;
 use crate::policy::verdict;
-use crate::policy::{AllowMode, TaintMode};
+use crate::policy::TaintMode;
 use crate::state::Shared;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -140,6 +142,17 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
             }
         }
+        ["tasks", id, verb @ ("allow" | "deny")] => {
+            if method != Method::POST {
+                return method_not_allowed("POST");
+            }
+            let (id, verb) = (id.to_string(), verb.to_string());
+            let body = match http_body_util::Limited::new(req.into_body(), 1024).collect().await {
+                Ok(b) => String::from_utf8_lossy(&b.to_bytes()).trim().to_string(),
+                Err(_) => return text(StatusCode::BAD_REQUEST, "send HOST[:PORT], at most 1 KiB\n"),
+            };
+            answer(shared, &id, &verb, &body)
+        }
         _ if method != Method::GET && method != Method::HEAD => method_not_allowed("GET"),
         ["healthz"] => text(StatusCode::OK, "ok\n"),
         ["metrics"] => reply(
@@ -155,9 +168,53 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "routes: GET /healthz, /metrics, /tasks, /tasks/<id>/taint, /events[?task=ID]; POST /reload\n",
+            "routes: GET /healthz, /metrics, /tasks, /tasks/<id>/taint, /events[?task=ID]; POST /reload, /tasks/<id>/allow, /tasks/<id>/deny\n",
         ),
     }
+}
+
+/// `POST /tasks/<id>/allow|deny` with `HOST[:PORT]` (a bare host: 80 and
+/// 443, as in `allow`): a person's answer for `allow_mode = "ask"`.
+fn answer(shared: &Shared, id: &str, verb: &str, body: &str) -> Response<Body> {
+    let Some(rt) = shared.task_runtime(id) else {
+        return text(StatusCode::NOT_FOUND, format!("no task {id:?}\n"));
+    };
+    let target = match crate::policy::target::parse_authority(body, Some(0)) {
+        Ok(t) => t,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{body:?}: {e}\n")),
+    };
+    let crate::policy::Host::Name(host) = &target.host else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "IP literals are never asked about: name the host, or list the address in allow\n",
+        );
+    };
+    let ports: &[u16] = if target.port == 0 {
+        &[80, 443]
+    } else {
+        &[target.port]
+    };
+    let (answer, done) = match verb {
+        "allow" => (crate::ask::Answer::Allow, "allowed"),
+        _ => (crate::ask::Answer::Deny, "refused"),
+    };
+    let woken = rt
+        .asks
+        .answer(&shared.log, &rt.id, (host, ports), answer, "admin API");
+    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+    tracing::info!(
+        task = id,
+        host,
+        "{done} {host}:{} ({woken} waiting)",
+        ports.join(",")
+    );
+    text(
+        StatusCode::OK,
+        format!(
+            "{done} {host}:{} for task {id}; {woken} waiting destination(s) answered\n",
+            ports.join(",")
+        ),
+    )
 }
 
 /// `GET /events`: a server-sent-events stream of access rows as they are
@@ -188,7 +245,7 @@ fn events(shared: &Arc<Shared>, query: Option<&str>) -> Response<Body> {
                 _ = keepalive.tick() => Bytes::from_static(b": keep-alive\n\n"),
                 row = rows.recv() => match row {
                     Ok(e) if task.as_deref().is_none_or(|t| t == &*e.task) => {
-                        Bytes::from(format!("event: decision\ndata: {}\n\n", e.line))
+                        Bytes::from(format!("event: {}\ndata: {}\n\n", e.kind, e.line))
                     }
                     Ok(_) => continue,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
@@ -256,7 +313,7 @@ fn tasks(shared: &Shared) -> serde_json::Value {
                 "id": t.id,
                 "listen": bound,
                 "allow": t.rules.allow.sorted(),
-                "allow_mode": match t.rules.allow_mode { AllowMode::Enforce => "enforce", AllowMode::Shadow => "shadow" },
+                "allow_mode": t.rules.allow_mode,
                 "allow_private": t.rules.allow_private.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
                 "intercept": match t.intercept { Intercept::All => "all", Intercept::None => "none" },
                 "taint_mode": t.taint.mode,

@@ -188,6 +188,7 @@ async fn plan_tunnel(
         &target,
         &hh,
         intercept.is_none(),
+        "CONNECT",
     )
     .await;
     let (admission, verdict) = match verdict.split() {

@@ -278,25 +278,84 @@ pub async fn admit(
     target: &Target,
     host_header: &HostHeader,
     carries_body: bool,
+    method: &str,
 ) -> Verdict<Admission> {
-    let name = policy::decide_name(&task.rules, target, host_header);
-    if let Verdict::Deny(r) = name {
-        return Verdict::Deny(r);
-    }
+    let rules = runtime.asks.effective(&task.rules);
+    let name = policy::decide_name(&rules, target, host_header);
+    let asking = matches!(&name, Verdict::Deny(r) if policy::askable(&rules, r));
+    let name = match name {
+        Verdict::Deny(r) if !asking => return Verdict::Deny(r),
+        other => other,
+    };
     let resolution = match &target.host {
         Host::Ip(ip) => Resolution::Literal(*ip),
         Host::Name(name) => shared.resolver.load_full().resolve(name).await,
     };
-    let taint = match &target.host {
-        Host::Name(n) => runtime.taint.state(n, &task.taint),
-        Host::Ip(ip) => runtime.taint.state(&ip.to_string(), &task.taint),
+    let decide = |name| {
+        let taint = match &target.host {
+            Host::Name(n) => runtime.taint.state(n, &task.taint),
+            Host::Ip(ip) => runtime.taint.state(&ip.to_string(), &task.taint),
+        };
+        let facts = Facts {
+            own: &shared.own.load(),
+            taint: &taint,
+            carries_body,
+        };
+        policy::decide_addresses(&rules, target, &resolution, facts, name)
     };
-    let facts = Facts {
-        own: &shared.own.load(),
-        taint: &taint,
-        carries_body,
+    if !asking {
+        return decide(name);
+    }
+    // Private addresses and taint are refused as always, never asked about.
+    let would = decide(Verdict::admit((), None));
+    if would.is_deny() {
+        return would;
+    }
+    match ask(shared, runtime, task, target, method).await {
+        // Decided again: the taint set may have grown while it waited.
+        Ok(()) => decide(Verdict::admit((), None)),
+        Err(r) => Verdict::Deny(r),
+    }
+}
+
+/// `allow_mode = "ask"`: puts the question and waits for the answer; the
+/// refusal when a person said no or nobody answered in time.
+async fn ask(
+    shared: &Shared,
+    runtime: &TaskRuntime,
+    task: &TaskConfig,
+    target: &Target,
+    method: &str,
+) -> Result<(), Refusal> {
+    let timeout = task.ask_timeout;
+    let question = crate::ask::Question {
+        ts: crate::log::now_rfc3339(),
+        task: task.id.clone(),
+        question: format!(
+            "allow {target}? answer with: sluice allow --task {} {target} (or sluice deny)",
+            task.id
+        ),
+        host: target.host.to_string(),
+        port: target.port,
+        method: method.to_string(),
+        url: target.to_string(),
+        timeout_secs: timeout.as_secs(),
     };
-    policy::decide_addresses(&task.rules, target, &resolution, facts, name)
+    tracing::info!(task = %task.id, "asking: {}", question.question);
+    match runtime.asks.ask(&shared.log, question, timeout).await {
+        Some(crate::ask::Answer::Allow) => Ok(()),
+        Some(crate::ask::Answer::Deny) => Err(Refusal::new(
+            Rule::NotAllowed,
+            format!("{target} is not on the task's allow-list, and a person refused it (allow_mode = \"ask\")"),
+        )),
+        None => Err(Refusal::new(
+            Rule::NotAllowed,
+            format!(
+                "{target} is not on the task's allow-list, and nobody answered within {} s (allow_mode = \"ask\")",
+                timeout.as_secs()
+            ),
+        )),
+    }
 }
 
 /// Parses the Host header(s) against a default port.
@@ -409,7 +468,7 @@ impl ConnCtx {
             policy::TaintState::Clean
         };
         policy::decide_open(
-            &task.rules,
+            &self.task.asks.effective(&task.rules),
             target,
             addr,
             &self.shared.own.load(),

@@ -18,7 +18,8 @@
 //! - [`forward`]: relay one admitted HTTP request and its scanned response.
 //! - [`exchange`]: the connection context, the decision pipeline
 //!   (`admit`), the one writer of access-log rows, taint insertion.
-//! - [`state`]: the live state every connection reads.
+//! - [`state`]: the live state every connection reads; [`ask`]: the
+//!   questions `allow_mode = "ask"` puts to a person, and the grants.
 //! - [`upstream`]: dial checked addresses, verified TLS, pooled upstream
 //!   connections.
 //! - [`tunnel`]: client byte streams and relaying bytes both ways;
@@ -33,6 +34,7 @@
 
 pub mod accept;
 pub mod admin;
+pub mod ask;
 pub mod cli;
 pub mod clientenv;
 pub mod config;

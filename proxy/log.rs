@@ -149,9 +149,11 @@ pub struct AccessLog {
     events: tokio::sync::broadcast::Sender<Event>,
 }
 
-/// One access row for live listeners: its task and its JSON line.
+/// One event for live listeners: its kind (`decision`: an access row;
+/// `question`: a request waiting for a person), task and JSON line.
 #[derive(Clone, Debug)]
 pub struct Event {
+    pub kind: &'static str,
     pub task: Arc<str>,
     pub line: Arc<str>,
 }
@@ -187,11 +189,34 @@ impl AccessLog {
         };
         if self.events.receiver_count() > 0 {
             let _ = self.events.send(Event {
+                kind: "decision",
                 task: rec.task.clone(),
                 line: line.as_str().into(),
             });
         }
         self.send(rec.task.clone(), "access.jsonl", line);
+    }
+
+    /// Tells live listeners of something other than a decision.
+    pub fn event(&self, kind: &'static str, task: Arc<str>, rec: &impl Serialize) {
+        if let Ok(line) = serde_json::to_string(rec) {
+            let _ = self.events.send(Event {
+                kind,
+                task,
+                line: line.into(),
+            });
+        }
+    }
+
+    /// Appends a record that must not be dropped (a grant) to
+    /// `<task>/<file>`, on the taint lines' queue.
+    pub fn taint_line_to(&self, task: Arc<str>, file: &'static str, rec: &impl Serialize) {
+        match serde_json::to_string(rec) {
+            Ok(line) => {
+                let _ = self.taint_tx.send(Msg::Line { task, file, line });
+            }
+            Err(e) => tracing::error!(error = %e, "cannot serialise a record"),
+        }
     }
 
     /// Access rows from now on, as they are written.

@@ -354,7 +354,8 @@ fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usiz
             TaintState::Clean
         };
         // The same decision a tunnel meets when it registers.
-        policy::decide_open(&task.rules, &target, addr, &own, &taint, opaque).is_deny()
+        let rules = rt.asks.effective(&task.rules);
+        policy::decide_open(&rules, &target, addr, &own, &taint, opaque).is_deny()
     })
 }
 

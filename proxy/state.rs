@@ -50,6 +50,8 @@ pub struct TaskRuntime {
     /// When a shadow-mode `would_deny` for each host was last said on the
     /// console: at most once a minute per host.
     shadow_said: Mutex<HashMap<String, Instant>>,
+    /// `allow_mode = "ask"`: grants and the questions waiting.
+    pub asks: crate::ask::Asks,
 }
 
 /// Hosts remembered for the shadow-mode console lines at most; past it
@@ -83,6 +85,7 @@ impl TaskRuntime {
             .join(&task.id)
             .join("taint.jsonl");
         let (store, loaded, bad) = TaintStore::load(&task.id, &path, task.taint.max_hosts);
+        let asks = crate::ask::Asks::load(&path.with_file_name("granted.jsonl"));
         if loaded > 0 || bad > 0 {
             tracing::info!(task = %task.id, hosts = loaded, unreadable_lines = bad, "taint set reloaded");
         }
@@ -104,6 +107,7 @@ impl TaskRuntime {
             metrics: task_metrics,
             accept_row_second: Default::default(),
             shadow_said: Default::default(),
+            asks,
         }
     }
 }

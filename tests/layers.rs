@@ -15,7 +15,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("connections", &["accept", "conn"]),
     ("exchanges", &["intercept", "forward"]),
     ("pipeline", &["exchange"]),
-    ("state", &["state"]),
+    ("state", &["state", "ask"]),
     ("I/O", &["upstream", "tunnel", "splice", "tls", "listener"]),
     ("taint", &["taint"]),
     ("records", &["log", "metrics", "respond", "dns"]),

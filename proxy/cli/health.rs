@@ -1,24 +1,44 @@
-//! `sluice healthcheck`: ask a running sluice's `/healthz` (admin API, or
-//! the metrics listener) — for container HEALTHCHECKs and probes. A
-//! blocking client of a few lines; must not start sluice or read its state.
+//! `sluice healthcheck`, `sluice allow` and `sluice deny`: ask a running
+//! sluice's admin API (`/healthz` also on the metrics listener) — for
+//! container HEALTHCHECKs and probes, and for a person answering
+//! `allow_mode = "ask"`. A blocking client of a few lines; must not start
+//! sluice or read its state.
 
 use crate::config::{self, Snapshot};
 
 /// Asks `/healthz` of the admin API, or of the metrics listener when the
 /// config has no admin API, within 3 s.
 pub(super) fn healthcheck(snap: &Snapshot) -> Result<(), String> {
-    use std::io::Read;
     let addr = snap
         .admin
         .as_ref()
         .or(snap.metrics_listen.as_ref())
         .ok_or("the config has no [admin] listen or metrics_listen to ask")?;
+    let (status, body) = call(addr, "GET", "/healthz", "")?;
+    if status == 200 {
+        Ok(())
+    } else {
+        Err(format!("{addr} answered {status}: {}", body.trim()))
+    }
+}
+
+/// One request to the admin API at `addr` (3 s at most): status and body.
+pub(super) fn call(
+    addr: &config::ListenAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<(u16, String), String> {
+    use std::io::Read;
     let timeout = std::time::Duration::from_secs(3);
-    let request = b"GET /healthz HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n\r\n";
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
     let mut answer = Vec::new();
     let mut talk = |s: &mut dyn ReadWrite| -> std::io::Result<()> {
-        s.write_all(request)?;
-        s.take(4096).read_to_end(&mut answer).map(|_| ())
+        s.write_all(request.as_bytes())?;
+        s.take(64 * 1024).read_to_end(&mut answer).map(|_| ())
     };
     let result = match addr {
         config::ListenAddr::Tcp(a) => {
@@ -43,14 +63,35 @@ pub(super) fn healthcheck(snap: &Snapshot) -> Result<(), String> {
         config::ListenAddr::Vsock { .. } => return Err("the admin API is never on vsock".into()),
     };
     result.map_err(|e| format!("cannot ask {addr}: {e}"))?;
-    if answer.starts_with(b"HTTP/1.1 200") {
-        Ok(())
+    let text = String::from_utf8_lossy(&answer);
+    let status = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|r| r.get(..3))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("{addr} answered {:?}", text.lines().next().unwrap_or("")))?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// `sluice allow` / `sluice deny`: a person's answer for a task in
+/// `allow_mode = "ask"`, through the running sluice's admin API.
+pub(super) fn answer(
+    snap: &Snapshot,
+    task: &str,
+    verb: &str,
+    dest: &str,
+) -> Result<String, String> {
+    let addr = snap.admin.as_ref().ok_or(
+        "the config has no [admin] listen: sluice allow and deny answer through the admin API",
+    )?;
+    let (status, body) = call(addr, "POST", &format!("/tasks/{task}/{verb}"), dest)?;
+    if status == 200 {
+        Ok(body)
     } else {
-        let line = answer.split(|b| *b == b'\n').next().unwrap_or_default();
-        Err(format!(
-            "{addr} answered {:?}",
-            String::from_utf8_lossy(line).trim()
-        ))
+        Err(body.trim().to_string())
     }
 }
 

@@ -122,6 +122,33 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Answer yes for a task in allow_mode = "ask": admit HOST[:PORT] now
+    /// and from then on (a bare host: 80 and 443). Kept across reloads
+    /// and restarts in <state>/tasks/<task>/granted.jsonl.
+    Allow {
+        /// The config sluice runs with (its [admin] listen is asked).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The task asking.
+        #[arg(long)]
+        task: String,
+        /// The destination, as in allow.
+        #[arg(value_name = "HOST[:PORT]")]
+        destination: String,
+    },
+    /// Answer no for a task in allow_mode = "ask": refuse the requests
+    /// waiting on HOST[:PORT].
+    Deny {
+        /// The config sluice runs with (its [admin] listen is asked).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The task asking.
+        #[arg(long)]
+        task: String,
+        /// The destination, as in allow.
+        #[arg(value_name = "HOST[:PORT]")]
+        destination: String,
+    },
     /// The command's last step inside `sluice exec` (started by exec).
     #[command(hide = true)]
     ExecLaunch {
@@ -324,6 +351,16 @@ pub fn execute(cli: Cli) -> ExitCode {
             command,
         }),
         Command::ExecLaunch { command } => crate::exec::launch::main(command),
+        Command::Allow {
+            config,
+            task,
+            destination,
+        } => answer(config, &task, "allow", &destination),
+        Command::Deny {
+            config,
+            task,
+            destination,
+        } => answer(config, &task, "deny", &destination),
         Command::Check { config } => match config::load(config.as_deref(), 1) {
             Ok(s) => {
                 print!("{}", check_report(&s));
@@ -334,6 +371,23 @@ pub fn execute(cli: Cli) -> ExitCode {
                 ExitCode::from(1)
             }
         },
+    }
+}
+
+/// `sluice allow` / `sluice deny`.
+fn answer(config: Option<PathBuf>, task: &str, verb: &str, dest: &str) -> ExitCode {
+    match config::load(config.as_deref(), 1)
+        .map_err(|e| e.to_string())
+        .and_then(|s| health::answer(&s, task, verb, dest))
+    {
+        Ok(said) => {
+            print!("{said}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice {verb}: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -432,6 +486,7 @@ fn check_row(t: &TaskConfig) -> [String; 7] {
     let allow_mode = match t.rules.allow_mode {
         AllowMode::Enforce => "enforce".to_string(),
         AllowMode::Shadow => "!shadow".to_string(),
+        AllowMode::Ask => "ask".to_string(),
     };
     let listen = t
         .listen

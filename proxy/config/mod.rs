@@ -66,6 +66,8 @@ pub struct TaskConfig {
     pub intercept: Intercept,
     pub passthrough: HashSet<String>,
     pub taint: TaintSettings,
+    /// `allow_mode = "ask"`: how long a request waits for a person.
+    pub ask_timeout: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

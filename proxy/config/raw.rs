@@ -82,6 +82,8 @@ pub struct RawTask {
     #[serde(default)]
     pub allow: Vec<S<String>>,
     pub allow_mode: Option<S<String>>,
+    /// How long `allow_mode = "ask"` holds a request for an answer.
+    pub ask_timeout_secs: Option<S<i64>>,
     #[serde(default)]
     pub allow_private: Vec<S<String>>,
     pub intercept: Option<S<String>>,

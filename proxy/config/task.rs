@@ -46,6 +46,7 @@ impl Validator<'_> {
         let intercept = self.intercept(raw.intercept.as_ref(), &id);
         let passthrough = self.host_list(&raw.passthrough, &key(&id, "passthrough"));
         let taint = self.taint(raw.taint.as_ref(), &id);
+        let ask_secs = self.positive(&raw.ask_timeout_secs, &key(&id, "ask_timeout_secs"), 30);
         if self.problems.len() > start {
             return None;
         }
@@ -61,6 +62,7 @@ impl Validator<'_> {
             intercept,
             passthrough,
             taint,
+            ask_timeout: std::time::Duration::from_secs(ask_secs),
         })
     }
 
@@ -186,16 +188,17 @@ impl Validator<'_> {
         allow
     }
 
-    /// `allow_mode`: `"enforce"` (default) or `"shadow"`.
+    /// `allow_mode`: `"enforce"` (default), `"shadow"` or `"ask"`.
     fn allow_mode(&mut self, mode: Option<&S<String>>, id: &str) -> AllowMode {
         match mode.map(|m| (m, m.get_ref().as_str())) {
             None | Some((_, "enforce")) => AllowMode::Enforce,
             Some((_, "shadow")) => AllowMode::Shadow,
+            Some((_, "ask")) => AllowMode::Ask,
             Some((m, other)) => {
                 self.problem(
                     m,
                     key(id, "allow_mode"),
-                    format!("{other:?} is not \"enforce\" or \"shadow\""),
+                    format!("{other:?} is not \"enforce\", \"shadow\" or \"ask\""),
                 );
                 AllowMode::Enforce
             }

@@ -134,7 +134,17 @@ pub async fn relay(
     // known to be empty.
     let body = ex.body || (req.version() == Version::HTTP_2 && !req.body().is_end_stream());
     let ex = Exchange { body, ..ex };
-    let verdict = admit(&ctx.shared, &ctx.task, task, target, &out.host_header, body).await;
+    let method = ex.method.to_string();
+    let verdict = admit(
+        &ctx.shared,
+        &ctx.task,
+        task,
+        target,
+        &out.host_header,
+        body,
+        &method,
+    )
+    .await;
     let (admitted, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => {

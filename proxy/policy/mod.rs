@@ -108,12 +108,21 @@ impl fmt::Display for Rule {
     }
 }
 
-/// `enforce` refuses; `shadow` allows and records `would_deny`.
+/// `enforce` refuses; `shadow` allows and records `would_deny`; `ask`
+/// refuses unless a person admits the host while the request waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AllowMode {
     Enforce,
     Shadow,
+    Ask,
+}
+
+/// May a person be asked about this refusal (`allow_mode = "ask"`)? Only a
+/// host name missing from the allow-list: IP literals, private addresses,
+/// mismatches and taint are refused as in enforce mode, never asked about.
+pub fn askable(rules: &TaskRules, refusal: &Refusal) -> bool {
+    rules.allow_mode == AllowMode::Ask && refusal.rule == Rule::NotAllowed
 }
 
 /// Taint mode: `off` neither scans nor checks.
@@ -306,7 +315,7 @@ pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader)
                     format!("{target} is not on the task's allow-list"),
                 );
                 match rules.allow_mode {
-                    AllowMode::Enforce => return Verdict::Deny(refusal),
+                    AllowMode::Enforce | AllowMode::Ask => return Verdict::Deny(refusal),
                     AllowMode::Shadow => would_deny = Some(refusal),
                 }
             }

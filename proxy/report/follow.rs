@@ -55,6 +55,20 @@ pub fn line(row: &AccessRecord, color: bool) -> String {
     }
 }
 
+/// A question `allow_mode = "ask"` put, as a line of the feed.
+pub fn question_line(q: &crate::ask::Question, color: bool) -> String {
+    let time = q.ts.get(11..19).unwrap_or(&q.ts);
+    let out = format!(
+        "{time}  {}  {:<10}  {} {}  waiting up to {} s: sluice allow --task {} {} (or sluice deny)",
+        q.task, "ask", q.method, q.url, q.timeout_secs, q.task, q.url
+    );
+    if color {
+        format!("\x1b[1;36m{out}\x1b[0m")
+    } else {
+        out
+    }
+}
+
 /// Where each task's `access.jsonl` has been read up to.
 #[derive(Default)]
 struct Tail {
@@ -96,7 +110,7 @@ fn logs(state_dir: &Path, task: Option<&str>) -> Vec<PathBuf> {
         .flatten()
         .flatten()
         .filter(|e| task.is_none_or(|t| e.file_name().to_string_lossy() == t))
-        .map(|e| e.path().join("access.jsonl"))
+        .flat_map(|e| [e.path().join("access.jsonl"), e.path().join("asked.jsonl")])
         .collect();
     out.sort();
     out
@@ -130,6 +144,8 @@ pub fn follow(
             for l in tail.new_lines(&file, 0) {
                 if let Ok(row) = serde_json::from_str::<AccessRecord>(&l) {
                     writeln!(out, "{}", line(&row, color))?;
+                } else if let Ok(q) = serde_json::from_str::<crate::ask::Question>(&l) {
+                    writeln!(out, "{}", question_line(&q, color))?;
                 }
             }
         }

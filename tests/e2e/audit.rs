@@ -280,3 +280,142 @@ fn metrics_name_the_build_the_last_reload_and_forget_removed_tasks() {
     let (_, metrics) = s.admin_call("GET", "/metrics");
     assert!(!metrics.contains("task=\"second\""), "{metrics}");
 }
+
+/// sluice with `allow_mode = "ask"` and an admin API on a fixed port (so
+/// `sluice allow --config` finds it).
+fn ask_sluice(up: &Upstream, timeout_secs: u64) -> (FakeDns, Sluice) {
+    let dns = FakeDns::start();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{}", up.port())])
+        .task_extra(&format!(
+            "allow_mode = \"ask\"\nask_timeout_secs = {timeout_secs}"
+        ))
+        .top(&format!(
+            "[admin]\nlisten = \"tcp:127.0.0.1:{}\"",
+            free_port()
+        ))
+        .start();
+    (dns, s)
+}
+
+fn say(s: &Sluice, verb: &str, dest: &str) -> std::process::Output {
+    Command::new(bin())
+        .args([verb, "--task", "t", "--config"])
+        .arg(&s.config)
+        .arg(dest)
+        .output()
+        .unwrap()
+}
+
+/// Starts a GET through sluice in a thread; its status arrives on the
+/// channel.
+fn get_later(s: &Sluice, url: String) -> mpsc::Receiver<u16> {
+    let (tx, rx) = mpsc::channel();
+    let proxy = s.proxy(0);
+    std::thread::spawn(move || {
+        let _ = tx.send(get_via(&proxy, &url));
+    });
+    rx
+}
+
+/// Waits (bounded) for `asked.jsonl` to hold a question about `host`.
+fn asked(s: &Sluice, host: &str) -> serde_json::Value {
+    wait_for(
+        &format!("a question about {host}"),
+        Duration::from_secs(15),
+        || {
+            read_rows(&s.task_file("t", "asked.jsonl"))
+                .into_iter()
+                .find(|q| q["host"] == host)
+        },
+    )
+}
+
+#[test]
+fn ask_mode_holds_a_request_until_a_person_answers() {
+    let up = Upstream::start();
+    let p = up.port();
+    let (_dns, mut s) = ask_sluice(&up, 30);
+    // Allowed: no question.
+    assert_eq!(get(&s, &format!("http://pkgs.example.com:{p}/a")), 200);
+    // Not on the list: held until `sluice allow`.
+    let waiting = get_later(&s, format!("http://other.example.com:{p}/held"));
+    let q = asked(&s, "other.example.com");
+    assert!(
+        q["question"]
+            .as_str()
+            .unwrap()
+            .contains("sluice allow --task t"),
+        "{q}"
+    );
+    assert!(waiting.try_recv().is_err(), "still held");
+    assert!(up.requests().iter().all(|r| r.uri != "/held"));
+    let said = say(&s, "allow", &format!("other.example.com:{p}"));
+    assert_eq!(
+        said.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&said.stderr)
+    );
+    assert_eq!(waiting.recv_timeout(Duration::from_secs(15)).unwrap(), 200);
+    assert!(up.requests().iter().any(|r| r.uri == "/held"));
+    let grants = wait_rows(&s.task_file("t", "granted.jsonl"), 1);
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(
+        (grants[0]["host"].as_str(), grants[0]["port"].as_u64()),
+        (Some("other.example.com"), Some(p as u64))
+    );
+    assert_eq!(grants[0]["asked_by"], format!("other.example.com:{p}"));
+    // Refused by a person.
+    let waiting = get_later(&s, format!("http://docs.example.com:{p}/no"));
+    asked(&s, "docs.example.com");
+    assert_eq!(
+        say(&s, "deny", &format!("docs.example.com:{p}"))
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(waiting.recv_timeout(Duration::from_secs(15)).unwrap(), 403);
+    let row = last_row_for(&s, "t", "docs.example.com");
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a person refused it"),
+        "{row}"
+    );
+    // IP literals are never asked about.
+    assert_eq!(get(&s, &format!("http://127.0.0.1:{p}/ip")), 403);
+    assert!(read_rows(&s.task_file("t", "asked.jsonl"))
+        .iter()
+        .all(|q| q["host"] != "127.0.0.1"));
+    // The grant outlives a restart.
+    s.kill_and_restart();
+    assert_eq!(get(&s, &format!("http://other.example.com:{p}/again")), 200);
+    assert_eq!(
+        read_rows(&s.task_file("t", "asked.jsonl"))
+            .iter()
+            .filter(|q| q["host"] == "other.example.com")
+            .count(),
+        1,
+        "asked once"
+    );
+}
+
+#[test]
+fn ask_mode_refuses_when_nobody_answers() {
+    let up = Upstream::start();
+    let p = up.port();
+    let (_dns, s) = ask_sluice(&up, 1);
+    assert_eq!(get(&s, &format!("http://paste.example.com:{p}/x")), 403);
+    let row = last_row_for(&s, "t", "paste.example.com");
+    assert_eq!(row["rule"], "not-allowed");
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nobody answered within 1 s"),
+        "{row}"
+    );
+    assert_eq!(up.request_count(), 0);
+}
