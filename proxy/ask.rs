@@ -56,11 +56,15 @@ pub struct Question {
 
 type Key = (String, u16);
 
+/// A question being waited on: where its answer goes, and the request
+/// that asked first.
+type Waiting = (watch::Sender<Option<Answer>>, String);
+
 /// One task's grants and the questions its requests wait on.
 #[derive(Default)]
 pub struct Asks {
     grants: Mutex<Vec<Key>>,
-    pending: Mutex<HashMap<Key, (watch::Sender<Option<Answer>>, String)>>,
+    pending: Mutex<HashMap<Key, Waiting>>,
 }
 
 impl Asks {
