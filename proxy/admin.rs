@@ -179,6 +179,17 @@ fn answer(shared: &Shared, id: &str, verb: &str, body: &str) -> Response<Body> {
     let Some(rt) = shared.task_runtime(id) else {
         return text(StatusCode::NOT_FOUND, format!("no task {id:?}\n"));
     };
+    let asking = shared
+        .snapshot
+        .load()
+        .task(id)
+        .is_some_and(|t| t.rules.allow_mode == crate::policy::AllowMode::Ask);
+    if !asking {
+        return text(
+            StatusCode::CONFLICT,
+            format!("task {id:?} is not in allow_mode = \"ask\"; change its allow list instead\n"),
+        );
+    }
     let target = match crate::policy::target::parse_authority(body, Some(0)) {
         Ok(t) => t,
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("{body:?}: {e}\n")),
@@ -201,6 +212,11 @@ fn answer(shared: &Shared, id: &str, verb: &str, body: &str) -> Response<Body> {
     let woken = rt
         .asks
         .answer(&shared.log, &rt.id, (host, ports), answer, "admin API");
+    if answer == crate::ask::Answer::Deny {
+        // Tunnels opened under a grant just withdrawn close now.
+        rt.tunnels
+            .revoke_where(|h, p, _, _| h == host && ports.contains(&p));
+    }
     let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
     tracing::info!(
         task = id,
@@ -317,6 +333,11 @@ fn tasks(shared: &Shared) -> serde_json::Value {
                 "allow_private": t.rules.allow_private.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
                 "intercept": match t.intercept { Intercept::All => "all", Intercept::None => "none" },
                 "taint_mode": t.taint.mode,
+                "asks": rt.as_ref().map(|r| {
+                    let (granted, waiting) = r.asks.status();
+                    let show = |v: Vec<(String, u16)>| v.into_iter().map(|(h, p)| format!("{h}:{p}")).collect::<Vec<_>>();
+                    json!({"granted": show(granted), "waiting": show(waiting)})
+                }),
                 "taint_hosts": rt.as_ref().map(|r| r.taint.len()).unwrap_or(0),
                 "taint_overflow": rt.as_ref().is_some_and(|r| r.taint.overflowed()),
                 "connections_active": rt.as_ref().map(|r| r.metrics.connections_active.get()).unwrap_or(0),

@@ -28,7 +28,23 @@ pub enum Answer {
     Deny,
 }
 
-/// A line of `granted.jsonl`.
+/// How a question ended for one waiting request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Answered(Answer),
+    /// Nobody answered in time.
+    Timeout,
+    /// Too many questions are waiting already: refused without asking.
+    Busy,
+}
+
+/// Distinct destinations a task's requests may wait on at once: past it,
+/// new ones are refused without a question (a task cannot flood the
+/// person, the log or memory).
+pub const MAX_WAITING: usize = 64;
+
+/// A line of `granted.jsonl`: a grant, or (`revoked`) its withdrawal by
+/// `sluice deny`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Grant {
     pub ts: String,
@@ -39,6 +55,8 @@ pub struct Grant {
     pub by: String,
     /// The request that asked, when one was waiting.
     pub asked_by: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revoked: bool,
 }
 
 /// A line of `asked.jsonl`, and the `question` event on `/events`.
@@ -49,6 +67,10 @@ pub struct Question {
     pub question: String,
     pub host: String,
     pub port: u16,
+    /// The addresses the name resolved to (all public, or in the task's
+    /// `allow_private`).
+    #[serde(default)]
+    pub addrs: Vec<String>,
     pub method: String,
     pub url: String,
     pub timeout_secs: u64,
@@ -56,35 +78,80 @@ pub struct Question {
 
 type Key = (String, u16);
 
-/// A question being waited on: where its answer goes, and the request
-/// that asked first.
-type Waiting = (watch::Sender<Option<Answer>>, String);
+/// A question being waited on.
+struct Waiting {
+    answer: watch::Sender<Option<Answer>>,
+    /// The request that asked first.
+    url: String,
+    /// Which question this is (a later one for the same destination is
+    /// another).
+    id: u64,
+    /// Requests waiting on it; the last to leave removes it.
+    waiters: usize,
+}
 
 /// One task's grants and the questions its requests wait on.
 #[derive(Default)]
 pub struct Asks {
     grants: Mutex<Vec<Key>>,
+    /// Destinations a person refused (until they allow them): asked about
+    /// again only after `sluice allow`.
+    denied: Mutex<Vec<Key>>,
     pending: Mutex<HashMap<Key, Waiting>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+/// Leaves a question when the request stops waiting, however it stops
+/// (answered, timed out, or its client gone).
+struct Leave<'a> {
+    asks: &'a Asks,
+    key: Key,
+    id: u64,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.asks.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = pending.get_mut(&self.key) {
+            if w.id == self.id {
+                w.waiters = w.waiters.saturating_sub(1);
+                if w.waiters == 0 {
+                    pending.remove(&self.key);
+                }
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Asks {
-    /// The grants `granted.jsonl` holds (unreadable lines are skipped).
+    /// The grants `granted.jsonl` holds, withdrawals applied in order
+    /// (unreadable lines are skipped).
     pub fn load(path: &Path) -> Asks {
-        let grants = std::fs::read_to_string(path)
+        let mut grants: Vec<Key> = Vec::new();
+        for g in std::fs::read_to_string(path)
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str::<Grant>(l).ok())
-            .map(|g| (g.host, g.port))
-            .collect();
+        {
+            let key = (g.host, g.port);
+            grants.retain(|k| *k != key);
+            if !g.revoked {
+                grants.push(key);
+            }
+        }
         Asks {
             grants: Mutex::new(grants),
-            pending: Mutex::default(),
+            ..Asks::default()
         }
     }
 
     /// The rules with the grants added to the allow-list (in ask mode).
     pub fn effective<'a>(&self, rules: &'a TaskRules) -> Cow<'a, TaskRules> {
-        let grants = self.grants.lock().unwrap_or_else(|p| p.into_inner());
+        let grants = lock(&self.grants);
         if rules.allow_mode != AllowMode::Ask || grants.is_empty() {
             return Cow::Borrowed(rules);
         }
@@ -99,40 +166,60 @@ impl Asks {
     }
 
     /// Puts the question (once per destination however many requests
-    /// wait on it) and waits up to `timeout` for the answer.
-    pub async fn ask(&self, log: &AccessLog, q: Question, timeout: Duration) -> Option<Answer> {
+    /// wait on it) and waits up to `timeout` for the answer. A destination
+    /// a person refused is refused again without asking.
+    pub async fn ask(&self, log: &AccessLog, q: Question, timeout: Duration) -> Outcome {
         let key = (q.host.clone(), q.port);
-        let mut rx = {
-            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            match pending.get(&key) {
-                Some((tx, _)) => tx.subscribe(),
+        if lock(&self.denied).contains(&key) {
+            return Outcome::Answered(Answer::Deny);
+        }
+        let (mut rx, id) = {
+            let mut pending = lock(&self.pending);
+            let full = pending.len() >= MAX_WAITING;
+            match pending.get_mut(&key) {
+                Some(w) => {
+                    w.waiters += 1;
+                    (w.answer.subscribe(), w.id)
+                }
+                None if full => return Outcome::Busy,
                 None => {
                     let (tx, rx) = watch::channel(None);
-                    pending.insert(key.clone(), (tx, q.url.clone()));
+                    let id = self
+                        .next_id
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    pending.insert(
+                        key.clone(),
+                        Waiting {
+                            answer: tx,
+                            url: q.url.clone(),
+                            id,
+                            waiters: 1,
+                        },
+                    );
                     let task: Arc<str> = q.task.as_str().into();
                     log.event("question", task.clone(), &q);
                     log.line(task, "asked.jsonl", &q);
-                    rx
+                    (rx, id)
                 }
             }
         };
-        let answered = tokio::time::timeout(timeout, rx.wait_for(Option::is_some)).await;
-        let answer = match answered {
-            Ok(Ok(a)) => *a,
-            _ => None,
+        let _leave = Leave {
+            asks: self,
+            key,
+            id,
         };
-        if answer.is_none() {
-            self.pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
-        }
-        answer
+        let answered = tokio::time::timeout(timeout, rx.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(|r| r.ok().and_then(|a| *a));
+        answered.map_or(Outcome::Timeout, Outcome::Answered)
     }
 
-    /// A person's answer for `host` on `ports`: a grant is kept (and
-    /// written to `granted.jsonl`); waiting requests are let go. Returns
-    /// how many destinations had requests waiting.
+    /// A person's answer for `host` on `ports`. Allow keeps a grant (in
+    /// `granted.jsonl`) before it lets the waiting requests go, so a
+    /// request arriving meanwhile finds it; deny withdraws any grant and
+    /// refuses the destination until it is allowed. Returns how many
+    /// destinations had requests waiting.
     pub fn answer(
         &self,
         log: &AccessLog,
@@ -144,44 +231,50 @@ impl Asks {
         let mut woken = 0;
         for port in ports {
             let key = (host.to_string(), *port);
-            let waiting = self
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
-            if answer == Answer::Allow {
-                let mut grants = self.grants.lock().unwrap_or_else(|p| p.into_inner());
-                if !grants.contains(&key) {
-                    grants.push(key.clone());
-                    let grant = Grant {
-                        ts: crate::log::now_rfc3339(),
-                        task: task.to_string(),
-                        host: host.to_string(),
-                        port: *port,
-                        by: by.to_string(),
-                        asked_by: waiting.as_ref().map(|(_, url)| url.clone()),
-                    };
-                    log.taint_line_to(task.clone(), "granted.jsonl", &grant);
+            let asked_by = lock(&self.pending).get(&key).map(|w| w.url.clone());
+            let granted = lock(&self.grants).contains(&key);
+            let record = |revoked: bool| Grant {
+                ts: crate::log::now_rfc3339(),
+                task: task.to_string(),
+                host: host.to_string(),
+                port: *port,
+                by: by.to_string(),
+                asked_by: asked_by.clone(),
+                revoked,
+            };
+            match answer {
+                Answer::Allow => {
+                    lock(&self.denied).retain(|k| *k != key);
+                    if !granted {
+                        lock(&self.grants).push(key.clone());
+                        log.taint_line_to(task.clone(), "granted.jsonl", &record(false));
+                    }
+                }
+                Answer::Deny => {
+                    let mut denied = lock(&self.denied);
+                    if !denied.contains(&key) {
+                        denied.push(key.clone());
+                    }
+                    if granted {
+                        lock(&self.grants).retain(|k| *k != key);
+                        log.taint_line_to(task.clone(), "granted.jsonl", &record(true));
+                    }
                 }
             }
-            if let Some((tx, _)) = waiting {
-                let _ = tx.send(Some(answer));
+            if let Some(w) = lock(&self.pending).remove(&key) {
+                let _ = w.answer.send(Some(answer));
                 woken += 1;
             }
         }
         woken
     }
 
-    /// The destinations requests are waiting on now.
-    pub fn waiting(&self) -> Vec<(String, u16)> {
-        let mut w: Vec<Key> = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
-        w.sort();
-        w
+    /// The grants in force and the destinations requests wait on now.
+    pub fn status(&self) -> (Vec<Key>, Vec<Key>) {
+        let mut grants = lock(&self.grants).clone();
+        grants.sort();
+        let mut waiting: Vec<Key> = lock(&self.pending).keys().cloned().collect();
+        waiting.sort();
+        (grants, waiting)
     }
 }

@@ -1,7 +1,9 @@
 //! exchange: the layer every request, tunnel and relay goes through,
 //! below `forward` and `intercept` — who is on the other end
 //! ([`ConnCtx`]), the decision pipeline ([`admit`]: name → resolve →
-//! addresses → taint, each step decided by `policy`), the one writer of
+//! addresses → taint, each step decided by `policy`; in ask mode a
+//! request may wait there for a person's answer, then is decided again
+//! under the config in force), the one writer of
 //! access-log rows ([`write_row`]), and adding what responses name to the
 //! taint set.
 //!
@@ -291,7 +293,7 @@ pub async fn admit(
         Host::Ip(ip) => Resolution::Literal(*ip),
         Host::Name(name) => shared.resolver.load_full().resolve(name).await,
     };
-    let decide = |name| {
+    let decide = |rules: &policy::TaskRules, name| {
         let taint = match &target.host {
             Host::Name(n) => runtime.taint.state(n, &task.taint),
             Host::Ip(ip) => runtime.taint.state(&ip.to_string(), &task.taint),
@@ -301,33 +303,58 @@ pub async fn admit(
             taint: &taint,
             carries_body,
         };
-        policy::decide_addresses(&rules, target, &resolution, facts, name)
+        policy::decide_addresses(rules, target, &resolution, facts, name)
     };
     if !asking {
-        return decide(name);
+        return decide(&rules, name);
     }
-    // Private addresses and taint are refused as always, never asked about.
-    let would = decide(Verdict::admit((), None));
+    // Addresses the task may not reach, and taint, are refused as always,
+    // before anyone is asked.
+    let would = decide(&rules, Verdict::admit((), None));
     if would.is_deny() {
         return would;
     }
-    match ask(shared, runtime, task, target, method).await {
-        // Decided again: the taint set may have grown while it waited.
-        Ok(()) => decide(Verdict::admit((), None)),
-        Err(r) => Verdict::Deny(r),
+    let asked = Asked {
+        target,
+        method,
+        addrs: match &resolution {
+            Resolution::Resolved(ips) => ips.iter().map(ToString::to_string).collect(),
+            _ => Vec::new(),
+        },
+    };
+    if let Err(r) = ask(shared, runtime, task, asked).await {
+        return Verdict::Deny(r);
+    }
+    // Decided again under the config in force now, the grant included:
+    // a reload may have changed the task while it waited.
+    let snap = shared.snapshot.load();
+    let Some(now) = snap.task(&task.id) else {
+        return Verdict::Deny(task_gone());
+    };
+    let rules = runtime.asks.effective(&now.rules);
+    match policy::decide_name(&rules, target, host_header) {
+        Verdict::Deny(r) => Verdict::Deny(r),
+        name => decide(&rules, name),
     }
 }
 
+/// What a question is about.
+struct Asked<'a> {
+    target: &'a Target,
+    method: &'a str,
+    addrs: Vec<String>,
+}
+
 /// `allow_mode = "ask"`: puts the question and waits for the answer; the
-/// refusal when a person said no or nobody answered in time.
+/// refusal when a person said no, nobody answered in time, or too many
+/// questions wait already.
 async fn ask(
     shared: &Shared,
     runtime: &TaskRuntime,
     task: &TaskConfig,
-    target: &Target,
-    method: &str,
+    a: Asked<'_>,
 ) -> Result<(), Refusal> {
-    let timeout = task.ask_timeout;
+    let (target, timeout) = (a.target, task.ask_timeout);
     let question = crate::ask::Question {
         ts: crate::log::now_rfc3339(),
         task: task.id.clone(),
@@ -337,24 +364,30 @@ async fn ask(
         ),
         host: target.host.to_string(),
         port: target.port,
-        method: method.to_string(),
+        addrs: a.addrs,
+        method: a.method.to_string(),
         url: target.to_string(),
         timeout_secs: timeout.as_secs(),
     };
     tracing::info!(task = %task.id, "asking: {}", question.question);
+    let refused = |why: String| {
+        Refusal::new(
+            Rule::NotAllowed,
+            format!("{target} is not on the task's allow-list, and {why} (allow_mode = \"ask\")"),
+        )
+    };
+    use crate::ask::{Answer, Outcome};
     match runtime.asks.ask(&shared.log, question, timeout).await {
-        Some(crate::ask::Answer::Allow) => Ok(()),
-        Some(crate::ask::Answer::Deny) => Err(Refusal::new(
-            Rule::NotAllowed,
-            format!("{target} is not on the task's allow-list, and a person refused it (allow_mode = \"ask\")"),
-        )),
-        None => Err(Refusal::new(
-            Rule::NotAllowed,
-            format!(
-                "{target} is not on the task's allow-list, and nobody answered within {} s (allow_mode = \"ask\")",
-                timeout.as_secs()
-            ),
-        )),
+        Outcome::Answered(Answer::Allow) => Ok(()),
+        Outcome::Answered(Answer::Deny) => Err(refused("a person refused it".into())),
+        Outcome::Timeout => Err(refused(format!(
+            "nobody answered within {} s",
+            timeout.as_secs()
+        ))),
+        Outcome::Busy => Err(refused(format!(
+            "{} other questions are waiting already; answer those first",
+            crate::ask::MAX_WAITING
+        ))),
     }
 }
 

@@ -1,4 +1,6 @@
-//! log: the per-task JSON-lines writers (`access.jsonl`, `taint.jsonl`).
+//! log: the per-task JSON-lines writers (`access.jsonl`, `taint.jsonl`,
+//! and for ask mode `asked.jsonl` and `granted.jsonl`), and the live
+//! event stream (`/events`: decisions and questions).
 //!
 //! Callers hand finished records to [`AccessLog`]; one writer task owns the
 //! files, so a slow disk never stalls a connection. Lines are flushed at

@@ -61,6 +61,11 @@ pub enum Command {
         /// time (2026-12-03T14:00:00Z, 2026-12-03). Default: all.
         #[arg(long, value_name = "WHEN")]
         since: Option<String>,
+        /// The access rows themselves, oldest first (with --json: a JSON
+        /// array of rows as the access-log schema gives them), instead of
+        /// the destinations.
+        #[arg(long, conflicts_with_all = ["allow_list", "follow", "html"])]
+        rows: bool,
         /// A live feed: one line per decision as sluice writes it (with
         /// --since, those since then first), until interrupted.
         #[arg(long, conflicts_with_all = ["json", "allow_list", "html"])]
@@ -298,6 +303,7 @@ pub fn execute(cli: Cli) -> ExitCode {
             json,
             allow_list,
             since,
+            rows,
             follow,
             html,
         } => report(
@@ -307,6 +313,7 @@ pub fn execute(cli: Cli) -> ExitCode {
                 json,
                 allow_list,
                 since,
+                rows,
                 follow,
                 html,
             },

@@ -11,6 +11,7 @@ pub(super) struct ReportOutput {
     pub json: bool,
     pub allow_list: bool,
     pub since: Option<String>,
+    pub rows: bool,
     pub follow: bool,
     pub html: Option<PathBuf>,
 }
@@ -55,6 +56,23 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
             }
             Err(e) => fail(1, format!("cannot write {}: {e}", file.display())),
         };
+    }
+    if o.rows {
+        let mut rows = crate::report::rows(&dir, task, since);
+        rows.sort_by(|a, b| a.ts.cmp(&b.ts));
+        if o.json {
+            return match serde_json::to_string_pretty(&rows) {
+                Ok(s) => {
+                    println!("{s}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(1, e),
+            };
+        }
+        for r in &rows {
+            println!("{}", crate::report::follow::line(r, false));
+        }
+        return ExitCode::SUCCESS;
     }
     let rows = match crate::report::build_since(&dir, task, since) {
         Ok(r) => r,

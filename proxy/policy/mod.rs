@@ -119,8 +119,11 @@ pub enum AllowMode {
 }
 
 /// May a person be asked about this refusal (`allow_mode = "ask"`)? Only a
-/// host name missing from the allow-list: IP literals, private addresses,
-/// mismatches and taint are refused as in enforce mode, never asked about.
+/// host name missing from the allow-list, once its Host header passed
+/// ([`decide_name`] checks that first in ask mode): IP literals and
+/// mismatches are refused as in enforce mode, never asked about; the
+/// caller refuses addresses outside `allow_private` and taint before it
+/// asks, and decides again after the answer.
 pub fn askable(rules: &TaskRules, refusal: &Refusal) -> bool {
     rules.allow_mode == AllowMode::Ask && refusal.rule == Rule::NotAllowed
 }
@@ -315,8 +318,10 @@ pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader)
                     format!("{target} is not on the task's allow-list"),
                 );
                 match rules.allow_mode {
-                    AllowMode::Enforce | AllowMode::Ask => return Verdict::Deny(refusal),
-                    AllowMode::Shadow => would_deny = Some(refusal),
+                    AllowMode::Enforce => return Verdict::Deny(refusal),
+                    // Ask: refused below, once the Host header has been
+                    // checked (a mismatch is never asked about).
+                    AllowMode::Shadow | AllowMode::Ask => would_deny = Some(refusal),
                 }
             }
         }
@@ -344,7 +349,10 @@ pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader)
             }
         }
     }
-    Verdict::admit((), would_deny)
+    match (rules.allow_mode, would_deny) {
+        (AllowMode::Ask, Some(r)) => Verdict::Deny(r),
+        (_, w) => Verdict::admit((), w),
+    }
 }
 
 /// What resolution produced for the target.

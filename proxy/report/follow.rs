@@ -12,6 +12,22 @@ use std::time::Duration;
 use crate::log::{AccessRecord, Kind};
 use crate::policy::verdict;
 
+/// Text from a row, safe for a terminal: control characters (C0, C1)
+/// and bidirectional-text controls are written as `\u{…}`, so a hostile
+/// path cannot move the cursor, recolour or reorder the feed.
+pub fn safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || bidi {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// One decision as a line: `14:57:11  build  deny        POST host:80/path  rule: reason`.
 pub fn line(row: &AccessRecord, color: bool) -> String {
     let time = row.ts.get(11..19).unwrap_or(&row.ts);
@@ -49,6 +65,7 @@ pub fn line(row: &AccessRecord, color: bool) -> String {
         verdict::ERROR => Some("35"),
         _ => None,
     };
+    let out = safe(&out);
     match paint {
         Some(code) if color => format!("\x1b[{code}m{out}\x1b[0m"),
         _ => out,
@@ -62,6 +79,7 @@ pub fn question_line(q: &crate::ask::Question, color: bool) -> String {
         "{time}  {}  {:<10}  {} {}  waiting up to {} s: sluice allow --task {} {} (or sluice deny)",
         q.task, "ask", q.method, q.url, q.timeout_secs, q.task, q.url
     );
+    let out = safe(&out);
     if color {
         format!("\x1b[1;36m{out}\x1b[0m")
     } else {
@@ -175,6 +193,10 @@ mod tests {
             "14:57:11  build  deny        POST http://paste.example.com:80/upload  untrusted-target: paste.example.com is tainted"
         );
         assert!(line(&r, true).starts_with("\x1b[1;31m14:57:11"));
+        assert_eq!(
+            safe("/a\x1b[2J\u{9b}b\u{202e}c"),
+            "/a\\u{1b}[2J\\u{9b}b\\u{202e}c"
+        );
         let ok = rec(
             serde_json::json!({"ts": "2026-12-03T14:57:12.000Z", "task": "build",
             "client": "unix", "kind": "connect", "method": "CONNECT", "host": "a.example.com",

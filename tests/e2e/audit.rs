@@ -384,6 +384,67 @@ fn ask_mode_holds_a_request_until_a_person_answers() {
             .contains("a person refused it"),
         "{row}"
     );
+    // A Host header naming another host is a mismatch, never a question.
+    let raw_answer = raw(
+        &s.proxy_addr(),
+        format!("GET http://mismatch.example.com:{p}/ HTTP/1.1\r\nHost: other.example.com:{p}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    let a = parse_http(&raw_answer).unwrap();
+    assert_eq!(
+        a.headers.get("sluice-rule").map(String::as_str),
+        Some("host-mismatch")
+    );
+    // A request whose client gives up leaves no question behind: the next
+    // request asks anew.
+    let gave_up = curl(&[
+        "-s",
+        "-m",
+        "1",
+        "-x",
+        &s.proxy(0),
+        &format!("http://private.example.com:{p}/"),
+    ]);
+    assert!(!gave_up.status.success());
+    let waiting = get_later(&s, format!("http://private.example.com:{p}/again"));
+    wait_for("a second question", Duration::from_secs(15), || {
+        (read_rows(&s.task_file("t", "asked.jsonl"))
+            .iter()
+            .filter(|q| q["host"] == "private.example.com")
+            .count()
+            == 2)
+            .then_some(())
+    });
+    assert_eq!(
+        say(&s, "deny", &format!("private.example.com:{p}"))
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(waiting.recv_timeout(Duration::from_secs(15)).unwrap(), 403);
+    // Deny withdraws a grant, and is remembered: no new question.
+    assert_eq!(
+        say(&s, "deny", &format!("other.example.com:{p}"))
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        get(&s, &format!("http://other.example.com:{p}/withdrawn")),
+        403
+    );
+    assert_eq!(
+        read_rows(&s.task_file("t", "asked.jsonl"))
+            .iter()
+            .filter(|q| q["host"] == "other.example.com")
+            .count(),
+        1
+    );
+    assert_eq!(
+        say(&s, "allow", &format!("other.example.com:{p}"))
+            .status
+            .code(),
+        Some(0)
+    );
     // IP literals are never asked about.
     assert_eq!(get(&s, &format!("http://127.0.0.1:{p}/ip")), 403);
     assert!(read_rows(&s.task_file("t", "asked.jsonl"))

@@ -408,4 +408,13 @@ fn rows_link_a_tunnel_to_its_requests_and_name_the_address_dialled() {
         (Some(dialled.as_str()), Some(dialled.as_str()))
     );
     assert!(inner["reason"].is_null());
+    // The same rows, read back through `report`.
+    let out = t.s.report(&["--json", "--rows"]);
+    assert_eq!(out.status.code(), Some(0));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert!(rows
+        .iter()
+        .all(|r| r["v"] == 2 && r["conn"] == inner["conn"] && r["addr"] == dialled.as_str()));
 }
