@@ -167,7 +167,11 @@ fn provenance(out: &mut String, p: &TaskPart) {
         return;
     }
     let mut refused: BTreeMap<&str, Vec<&AccessRecord>> = BTreeMap::new();
-    for r in p.rows.iter().filter(|r| r.tainted_by.is_some()) {
+    for r in p
+        .rows
+        .iter()
+        .filter(|r| r.tainted_by.is_some() && r.decision == verdict::DENY)
+    {
         refused.entry(r.host.as_str()).or_default().push(r);
     }
     let sources: Vec<&str> = {

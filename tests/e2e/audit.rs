@@ -480,3 +480,90 @@ fn ask_mode_refuses_when_nobody_answers() {
     );
     assert_eq!(up.request_count(), 0);
 }
+
+/// Headless Chromium (Debian's package) in a network namespace of its own
+/// with no network at all: whatever the browser itself tries, nothing can
+/// leave, and its net log shows what the page asked for.
+fn chromium(
+    args: &[&str],
+    page: &std::path::Path,
+    profile: &std::path::Path,
+) -> std::process::Output {
+    Command::new("unshare")
+        .args([
+            "-rn",
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+        ])
+        .args([
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs (the CI script installs Debian's package)")
+}
+
+#[test]
+fn the_html_report_renders_in_a_browser_and_asks_for_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report-state");
+    let out = Command::new(bin())
+        .args(["report", "--state"])
+        .arg(&fixture)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let netlog = dir.path().join("net.json");
+    let shown = chromium(
+        &["--dump-dom", &format!("--log-net-log={}", netlog.display())],
+        &page,
+        &dir.path().join("profile"),
+    );
+    let dom = String::from_utf8_lossy(&shown.stdout);
+    // The destinations, a refused row, and a provenance edge, as rendered.
+    assert!(dom.contains("<code>registry.npmjs.org:443</code>"), "{dom}");
+    assert!(
+        dom.contains("<tr class=\"refused\"><td><code>paste.example:443</code>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<line x1=\"400\"") && dom.contains("1 refused (POST"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<code>https://evil.example/</code> named <code>paste.example</code>"),
+        "{dom}"
+    );
+    // The page named no URL the browser fetched: the net log holds only
+    // the browser's own background requests, none for a host in the page.
+    let log = std::fs::read_to_string(&netlog).unwrap_or_default();
+    assert!(!log.is_empty(), "chromium wrote its net log");
+    for host in [
+        "evil.example",
+        "paste.example",
+        "registry.npmjs.org",
+        "gist.example",
+        "pypi.example",
+    ] {
+        assert!(
+            !log.contains(&format!("//{host}")),
+            "the page asked for {host}"
+        );
+    }
+}
