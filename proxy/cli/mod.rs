@@ -130,30 +130,11 @@ pub enum Command {
     /// Answer yes for a task in allow_mode = "ask": admit HOST[:PORT] now
     /// and from then on (a bare host: 80 and 443). Kept across reloads
     /// and restarts in <state>/tasks/<task>/granted.jsonl.
-    Allow {
-        /// The config sluice runs with (its [admin] listen is asked).
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
-        /// The task asking.
-        #[arg(long)]
-        task: String,
-        /// The destination, as in allow.
-        #[arg(value_name = "HOST[:PORT]")]
-        destination: String,
-    },
+    Allow(AnswerArgs),
     /// Answer no for a task in allow_mode = "ask": refuse the requests
-    /// waiting on HOST[:PORT].
-    Deny {
-        /// The config sluice runs with (its [admin] listen is asked).
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
-        /// The task asking.
-        #[arg(long)]
-        task: String,
-        /// The destination, as in allow.
-        #[arg(value_name = "HOST[:PORT]")]
-        destination: String,
-    },
+    /// waiting on HOST[:PORT], withdraw any grant, and refuse it without
+    /// asking until it is allowed.
+    Deny(AnswerArgs),
     /// The command's last step inside `sluice exec` (started by exec).
     #[command(hide = true)]
     ExecLaunch {
@@ -358,16 +339,8 @@ pub fn execute(cli: Cli) -> ExitCode {
             command,
         }),
         Command::ExecLaunch { command } => crate::exec::launch::main(command),
-        Command::Allow {
-            config,
-            task,
-            destination,
-        } => answer(config, &task, "allow", &destination),
-        Command::Deny {
-            config,
-            task,
-            destination,
-        } => answer(config, &task, "deny", &destination),
+        Command::Allow(a) => answer(a.config, &a.task, "allow", &a.destination),
+        Command::Deny(a) => answer(a.config, &a.task, "deny", &a.destination),
         Command::Check { config } => match config::load(config.as_deref(), 1) {
             Ok(s) => {
                 print!("{}", check_report(&s));
@@ -396,6 +369,20 @@ fn answer(config: Option<PathBuf>, task: &str, verb: &str, dest: &str) -> ExitCo
             ExitCode::from(1)
         }
     }
+}
+
+/// `sluice allow` and `sluice deny`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct AnswerArgs {
+    /// The config sluice runs with (its [admin] listen is asked).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The task asking.
+    #[arg(long)]
+    task: String,
+    /// The destination, as in allow.
+    #[arg(value_name = "HOST[:PORT]")]
+    destination: String,
 }
 
 /// `--intercept`'s values.

@@ -61,13 +61,7 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
         let mut rows = crate::report::rows(&dir, task, since);
         rows.sort_by(|a, b| a.ts.cmp(&b.ts));
         if o.json {
-            return match serde_json::to_string_pretty(&rows) {
-                Ok(s) => {
-                    println!("{s}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(1, e),
-            };
+            return print_json(&rows);
         }
         for r in &rows {
             println!("{}", crate::report::follow::line(r, false));
@@ -87,16 +81,21 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
         return allow_lines(&dir, task, &rows);
     }
     if o.json {
-        return match serde_json::to_string_pretty(&rows) {
-            Ok(s) => {
-                println!("{s}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(1, e),
-        };
+        return print_json(&rows);
     }
     print!("{}", crate::report::table(&rows));
     ExitCode::SUCCESS
+}
+
+/// `--json`: pretty JSON on stdout.
+fn print_json(v: &impl serde::Serialize) -> ExitCode {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, e),
+    }
 }
 
 /// `--allow-list`: one line per task (named when there are several).
