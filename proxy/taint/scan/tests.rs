@@ -299,3 +299,25 @@ fn private_section_suffix_named_bare_is_a_host() {
     // An ICANN suffix alone is still no host.
     assert!(super::scan_all(b"see co.uk for details").is_empty());
 }
+
+#[test]
+fn an_escape_right_after_a_dotted_run_is_decoded_not_taken_as_its_end() {
+    // The fast path judges a dotted run straight from the chunk only when
+    // the byte after it surely ends it; `%`, `&` and `\` may start an
+    // escape that continues the name.
+    for (text, want) in [
+        ("see a.evil%2Ecom now", "a.evil.com"),
+        ("see a.evil&#46;com now", "a.evil.com"),
+        ("see a.evil&period;com now", "a.evil.com"),
+        ("see a.evil\\u002ecom now", "a.evil.com"),
+        ("see a.evil\\x2ecom now", "a.evil.com"),
+    ] {
+        assert!(
+            hosts(text).contains(&want.to_string()),
+            "{text}: {:?}",
+            hosts(text)
+        );
+    }
+    // And a byte that surely ends a name still ends it.
+    assert_eq!(hosts("see a.evil.com; now"), vec!["a.evil.com".to_string()]);
+}
