@@ -165,9 +165,14 @@ impl ConnCtx {
     /// Logs a refusal and builds its response.
     pub fn refuse(&self, ex: &Exchange, refusal: Refusal) -> Response<ProxyBody> {
         let status = refusal.rule.status();
+        let what = if refusal.rule.is_failure() {
+            "could not reach"
+        } else {
+            "refused"
+        };
         tracing::info!(
             task = %self.task.id, client = %self.client, method = %ex.method, url = %ex.url,
-            rule = refusal.rule.as_str(), "refused: {}", refusal.reason
+            rule = refusal.rule.as_str(), "{what}: {}", refusal.reason
         );
         let response = respond::refusal(&self.task.id, ex.method.as_str(), &ex.url, &refusal);
         self.record(ex, &Verdict::Deny(refusal), status, (0, 0));

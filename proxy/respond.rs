@@ -25,8 +25,14 @@ pub fn full(b: impl Into<Bytes>) -> ProxyBody {
 
 /// The refusal sentence: `sluice: refused METHOD URL for task "ID": REASON [RULE]`.
 pub fn sentence(task: &str, method: &str, url: &str, refusal: &Refusal) -> String {
+    // A failure (DNS, upstream) refused nothing: it could not be done.
+    let what = if refusal.rule.is_failure() {
+        "could not reach"
+    } else {
+        "refused"
+    };
     format!(
-        "sluice: refused {method} {url} for task \"{task}\": {} [{}]",
+        "sluice: {what} {method} {url} for task \"{task}\": {} [{}]",
         refusal.reason,
         refusal.rule.as_str()
     )

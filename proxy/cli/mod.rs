@@ -88,9 +88,9 @@ pub enum Command {
         /// (HOST, or HOST:PORT; repeat it). Default: none.
         #[arg(long, value_name = "HOST[:PORT]")]
         allow: Vec<String>,
-        /// Shadow mode: relay every public host, refuse nothing but private
-        /// addresses, and end with the allow line that admits exactly what
-        /// the command reached.
+        /// Shadow mode: relay every public host (IP literals and private
+        /// addresses are still refused), and end with the allow line that
+        /// admits exactly what the command reached.
         #[arg(long)]
         learn: bool,
         /// Intercept TLS (`all`, to see inside HTTPS and scan for taint) or

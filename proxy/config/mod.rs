@@ -291,7 +291,7 @@ pub fn validate(
                 v.problems.push(Problem {
                     line: u.span.map(|s| v.line_of(s.start)),
                     key: task_key(&r, u.key),
-                    message: "unknown key (see config/example.toml for every key)".into(),
+                    message: "unknown key (the README's Config reference lists every key)".into(),
                 });
             }
             r

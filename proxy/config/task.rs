@@ -148,15 +148,16 @@ impl Validator<'_> {
                 Host::Ip(ip) if !target.canonical_ip => self.problem(
                     a,
                     key(id, "allow"),
-                    format!("write the IP address in its canonical spelling: {ip}"),
+                    format!("{written:?}: write the IP address in its canonical spelling: {ip}"),
                 ),
                 Host::Name(n) if !n.contains('.') => self.warning(
                     a,
                     key(id, "allow"),
                     format!(
-                        "{written:?} is a single-label name: public DNS has none, and a \
-                         resolver may complete it with a search domain; write the full name \
-                         unless it is a service on a private network (then also allow_private)"
+                        "{written:?} is a single-label name: public DNS has none, so it \
+                         resolves only where [resolver.hosts] or a local resolver knows it \
+                         (a compose service, say; then also allow_private); otherwise write \
+                         the full name"
                     ),
                 ),
                 _ => {}
@@ -180,7 +181,9 @@ impl Validator<'_> {
                 let message = if *earlier == written {
                     format!("{written:?} is listed twice ({dest})")
                 } else {
-                    format!("{earlier:?} and {written:?} are the same destination ({dest}); list it once")
+                    format!(
+                        "{written:?} repeats {dest}, already listed as {earlier:?}; list it once"
+                    )
                 };
                 self.problem(a, key(id, "allow"), message);
             }
@@ -319,7 +322,7 @@ fn allow_hint(written: &str) -> Option<String> {
         return Some(format!(
             "{written:?}: wildcards are not supported: sluice admits exact names only, so a \
              task cannot reach a name nobody reviewed (under a wildcard it could pick any \
-             bucket, user page or tunnel endpoint); list each host it needs, e.g. {rest:?}"
+             bucket, user page or tunnel endpoint); list each host it needs, e.g. \"www.{rest}\""
         ));
     }
     None

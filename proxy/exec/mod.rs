@@ -65,11 +65,21 @@ fn run_inner(o: &Options) -> Result<ExitCode, String> {
     }
     let started = crate::log::now_rfc3339();
     let state = state_dir(o.state.as_deref())?;
+    let result = run_in(o, &state, &started);
+    if result.is_err() && o.state.is_none() {
+        // A run that failed before it started leaves no empty folder.
+        let _ = std::fs::remove_dir(&state);
+    }
+    result
+}
+
+/// [`run_inner`] once the state folder exists.
+fn run_in(o: &Options, state: &Path, started: &str) -> Result<ExitCode, String> {
     // Everything sluice does in the state folder goes through this handle,
     // not the path: the command may be able to rename a parent folder and
     // put another folder (or a symlink to a host socket) at the path.
     let held = rustix::fs::open(
-        &state,
+        state,
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
@@ -79,9 +89,9 @@ fn run_inner(o: &Options) -> Result<ExitCode, String> {
     let snapshot = snapshot(o, &by_handle)?;
     let task = snapshot.tasks[0].clone();
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
-    let code = rt.block_on(serve_and_run(o, snapshot, &state, &by_handle))?;
+    let code = rt.block_on(serve_and_run(o, snapshot, state, &by_handle))?;
     drop(rt);
-    print_report(o, &state, &by_handle, &task.id, &started);
+    print_report(o, state, &by_handle, &task.id, started);
     drop(held);
     Ok(code)
 }
@@ -252,7 +262,7 @@ fn print_report(o: &Options, state: &Path, by_handle: &Path, task: &str, started
         eprint!("\x1b[0m");
     }
     eprintln!(
-        "sluice exec: what the command reached (state kept in {}; see it again with: sluice report --state {})",
+        "sluice exec: what the command tried to reach (state kept in {}; see it again with: sluice report --state {})",
         state.display(),
         state.display()
     );

@@ -36,7 +36,15 @@ pub async fn tunnel_session(ctx: Arc<ConnCtx>, client: ClientIo, t: Tunnel) {
     let mut row = t.row;
     row.count(&bytes);
     let mut client = Counted::new(client, bytes.up.clone());
-    let (first, start) = peek(&mut client, limits.header_timeout).await;
+    // A client that has not spoken yet is closed at the end of a drain
+    // like any tunnel (its row is written as the row is dropped).
+    let peeked = tokio::select! {
+        p = peek(&mut client, limits.header_timeout) => Some(p),
+        _ = ctx.shared.hard_stop.cancelled() => None,
+    };
+    let Some((first, start)) = peeked else {
+        return;
+    };
     if let Err(r) = policy::decide_tunnel_start(&t.target, &start) {
         tracing::info!(task = %ctx.task.id, url = %row.ex.url, rule = r.rule.as_str(), "tunnel closed: {}", r.reason);
         row.deny(r);

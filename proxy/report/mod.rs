@@ -15,7 +15,7 @@ use crate::log::{AccessRecord, Kind};
 pub mod follow;
 pub mod html;
 mod table;
-use crate::policy::{verdict, Rule};
+use crate::policy::verdict;
 pub use table::{aligned, compact_time, human_bytes, table, LEGEND};
 
 /// One (task, host:port) line of the report.
@@ -79,9 +79,9 @@ impl Destination {
         if let Some(r) = &row.rule {
             self.rules.insert(r.to_string());
         }
-        if row.decision == verdict::WOULD_DENY
-            && row.rule.as_deref() == Some(Rule::NotAllowed.as_str())
-        {
+        // A shadow mode let it through: it was reached, whichever rule
+        // would have refused it (the allow-list, or taint).
+        if row.decision == verdict::WOULD_DENY {
             self.learned = true;
         }
         if is_intercepted_tunnel(row) {

@@ -214,3 +214,26 @@ fn sizes_and_times_for_a_person() {
 }
 
 use std::io::Write;
+
+#[test]
+fn whatever_a_shadow_mode_let_through_belongs_in_the_learned_line() {
+    let mut rows = vec![Destination::default()];
+    let rec = |v: serde_json::Value| serde_json::from_value::<AccessRecord>(v).unwrap();
+    rows[0].task = "t".into();
+    rows[0].host = "paste.example.com".into();
+    rows[0].port = 443;
+    let mut r = row(
+        "t",
+        "paste.example.com",
+        443,
+        "would_deny",
+        Some("untrusted-target"),
+        true,
+    );
+    r["kind"] = "http".into();
+    rows[0].add(&rec(r));
+    assert_eq!(
+        allow_list(&rows, "t"),
+        "allow = [\"paste.example.com:443\"]\n"
+    );
+}

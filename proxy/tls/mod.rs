@@ -140,7 +140,11 @@ pub fn for_snapshot(snapshot: &Snapshot, current: Option<&Tls>) -> Result<Tls, T
         match bundle::write(&snapshot.state_dir) {
             Ok((path, _)) if created => tracing::info!(
                 ca = %ca::cert_path(&snapshot.state_dir).display(), bundle = %path.display(),
-                "created the interception CA; set a task's tools up with: eval \"$(sluice env)\""
+                "created the interception CA; set a task's tools up with: eval \"$(sluice env{})\"",
+                match &snapshot.source {
+                    crate::config::Source::File(p) => format!(" --config {}", p.display()),
+                    crate::config::Source::Embedded => String::new(),
+                }
             ),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot write the CA bundle for tasks"),

@@ -96,3 +96,21 @@ fn shutdown_says_what_it_waits_for_and_a_second_signal_stops_at_once() {
     s.wait_line(|l| l.contains("second signal: closing 1 remaining connection(s) now"));
     drop(held);
 }
+
+#[test]
+fn a_tunnel_still_silent_at_shutdown_gets_its_row() {
+    let up = Upstream::start();
+    let p = up.port();
+    let (_dns, mut s) = pkgs_sluice(&up, "", "[limits]\ndrain_secs = 1");
+    // Intercepting: sluice waits for the client's first bytes, which never come.
+    let held = tunnel(&s, &format!("pkgs.example.com:{p}"));
+    s.signal("TERM");
+    assert_eq!(s.wait_exit(), Some(0));
+    let rows = read_rows(&s.task_file("t", "access.jsonl"));
+    assert!(
+        rows.iter()
+            .any(|r| r["kind"] == "connect" && r["host"] == "pkgs.example.com"),
+        "{rows:#?}"
+    );
+    drop(held);
+}
