@@ -450,7 +450,8 @@ fn ask_mode_holds_a_request_until_a_person_answers() {
     assert!(read_rows(&s.task_file("t", "asked.jsonl"))
         .iter()
         .all(|q| q["host"] != "127.0.0.1"));
-    // The grant outlives a restart.
+    // The grant outlives a restart (once written: grant, withdrawal, grant).
+    wait_rows(&s.task_file("t", "granted.jsonl"), 3);
     s.kill_and_restart();
     assert_eq!(get(&s, &format!("http://other.example.com:{p}/again")), 200);
     assert_eq!(
