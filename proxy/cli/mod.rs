@@ -111,22 +111,7 @@ pub enum Command {
     },
     /// Inside `sluice exec`'s namespaces (started by exec, not by people).
     #[command(hide = true)]
-    ExecGuest {
-        #[arg(long)]
-        to: PathBuf,
-        #[arg(long)]
-        state: PathBuf,
-        #[arg(long)]
-        netns: u64,
-        #[arg(long)]
-        transparent: bool,
-        #[arg(long)]
-        any_name: bool,
-        #[arg(long = "name")]
-        names: Vec<String>,
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
+    ExecGuest(crate::exec::guest::GuestArgs),
     /// Answer yes for a task in allow_mode = "ask": admit HOST[:PORT] now
     /// and from then on (a bare host: 80 and 443). Kept across reloads
     /// and restarts in <state>/tasks/<task>/granted.jsonl.
@@ -256,16 +241,9 @@ pub fn execute(cli: Cli) -> ExitCode {
             task,
             proxy,
             shell,
-        } => match client_env(config.as_deref(), task.as_deref(), proxy) {
-            Ok(env) => {
-                print!("{}", env.render(shell));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("sluice: {e}");
-                ExitCode::from(1)
-            }
-        },
+        } => printed(
+            client_env(config.as_deref(), task.as_deref(), proxy).map(|env| env.render(shell)),
+        ),
         Command::Forward { listen, to } => {
             let parsed = crate::guest_relay::parse(&listen)
                 .and_then(|l| crate::guest_relay::parse(&to).map(|t| (l, t)));
@@ -313,44 +291,32 @@ pub fn execute(cli: Cli) -> ExitCode {
             task,
             allow,
             learn,
-            intercept: intercept.map(|i| match i {
-                InterceptArg::All => Intercept::All,
-                InterceptArg::None => Intercept::None,
-            }),
+            intercept: intercept.map(InterceptArg::into),
             state,
             transparent,
             command,
         }),
-        Command::ExecGuest {
-            to,
-            state,
-            netns,
-            transparent,
-            any_name,
-            names,
-            command,
-        } => crate::exec::guest::main(crate::exec::guest::GuestArgs {
-            to,
-            state,
-            netns,
-            transparent,
-            any_name,
-            names,
-            command,
-        }),
+        Command::ExecGuest(a) => crate::exec::guest::main(a),
         Command::ExecLaunch { command } => crate::exec::launch::main(command),
         Command::Allow(a) => answer(a.config, &a.task, "allow", &a.destination),
         Command::Deny(a) => answer(a.config, &a.task, "deny", &a.destination),
-        Command::Check { config } => match config::load(config.as_deref(), 1) {
-            Ok(s) => {
-                print!("{}", check_report(&s));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("sluice: {e}");
-                ExitCode::from(1)
-            }
-        },
+        Command::Check { config } => {
+            printed(config::load(config.as_deref(), 1).map(|s| check_report(&s)))
+        }
+    }
+}
+
+/// Prints the text, or the error (exit 1).
+fn printed<E: std::fmt::Display>(r: Result<String, E>) -> ExitCode {
+    match r {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -390,6 +356,15 @@ pub struct AnswerArgs {
 pub enum InterceptArg {
     All,
     None,
+}
+
+impl From<InterceptArg> for Intercept {
+    fn from(i: InterceptArg) -> Intercept {
+        match i {
+            InterceptArg::All => Intercept::All,
+            InterceptArg::None => Intercept::None,
+        }
+    }
 }
 
 /// Runs a long-lived command on a fresh runtime; its error, if any, is the

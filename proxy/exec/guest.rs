@@ -128,14 +128,26 @@ pub fn allowed_names(task: &TaskConfig) -> Vec<String> {
 }
 
 /// `sluice exec-guest`'s arguments (given by [`spawn`], not by people).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct GuestArgs {
+    /// sluice's socket.
+    #[arg(long)]
     pub to: PathBuf,
+    /// The state folder (covered before the command starts).
+    #[arg(long)]
     pub state: PathBuf,
+    /// The network namespace sluice runs in (the guest's must differ).
+    #[arg(long)]
     pub netns: u64,
+    #[arg(long)]
     pub transparent: bool,
+    /// `--learn`: the transparent DNS answers any name.
+    #[arg(long)]
     pub any_name: bool,
+    /// Names the transparent DNS answers.
+    #[arg(long = "name")]
     pub names: Vec<String>,
+    #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
 

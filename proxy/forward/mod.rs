@@ -133,18 +133,9 @@ pub async fn relay(
     // HTTP/2 has no Transfer-Encoding: a body is also one that is not
     // known to be empty.
     let body = ex.body || (req.version() == Version::HTTP_2 && !req.body().is_end_stream());
-    let ex = Exchange { body, ..ex };
-    let method = ex.method.to_string();
-    let verdict = admit(
-        &ctx.shared,
-        &ctx.task,
-        task,
-        target,
-        &out.host_header,
-        body,
-        &method,
-    )
-    .await;
+    let mut ex = Exchange { body, ..ex };
+    let (shared, host_header, method) = (&ctx.shared, &out.host_header, ex.method.as_str());
+    let verdict = admit(shared, &ctx.task, task, target, host_header, body, method).await;
     let (admitted, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => {
@@ -204,10 +195,7 @@ pub async fn relay(
         Ok(x) => x,
         Err(e) => return ctx.refuse(&ex, e.refusal()),
     };
-    let ex = Exchange {
-        addr: Some(addr),
-        ..ex
-    };
+    ex.addr = Some(addr);
     ctx.task
         .metrics
         .first_byte_seconds
