@@ -298,9 +298,13 @@ pub fn validate(
         }
         Err(e) => {
             let line = e.span().map(|s| v.line_of(s.start));
+            let key = e
+                .span()
+                .and_then(|s| raw::key_at(text, s.start))
+                .unwrap_or_else(|| "toml".into());
             v.problems.push(Problem {
                 line,
-                key: "toml".into(),
+                key,
                 message: e.message().trim().to_string(),
             });
             return Err(ConfigError::Invalid {

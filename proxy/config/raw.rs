@@ -179,6 +179,45 @@ fn render(steps: &[Step]) -> String {
     out
 }
 
+/// The key whose value is written at `offset`: `task[1].listen`, for a
+/// problem serde found in a value's type. (A table's own span covers only
+/// its header, so the search goes down to the values.)
+pub fn key_at(text: &str, offset: usize) -> Option<String> {
+    let doc = DeTable::parse(text).ok()?;
+    let mut steps = Vec::new();
+    find_in_table(doc.get_ref(), offset, &mut steps).then(|| render(&steps))
+}
+
+fn find_in_table(table: &DeTable, offset: usize, steps: &mut Vec<Step>) -> bool {
+    for (k, v) in table.iter() {
+        steps.push(Step::Key(k.get_ref().to_string()));
+        if find_in_value(v, offset, steps) {
+            return true;
+        }
+        steps.pop();
+    }
+    false
+}
+
+fn find_in_value(v: &Spanned<DeValue>, offset: usize, steps: &mut Vec<Step>) -> bool {
+    match v.get_ref() {
+        DeValue::Table(t) => find_in_table(t, offset, steps),
+        DeValue::Array(a) => {
+            for (i, item) in a.iter().enumerate() {
+                if let DeValue::Table(t) = item.get_ref() {
+                    steps.push(Step::Index(i));
+                    if find_in_table(t, offset, steps) {
+                        return true;
+                    }
+                    steps.pop();
+                }
+            }
+            v.span().contains(&offset)
+        }
+        _ => v.span().contains(&offset),
+    }
+}
+
 /// Where the last key of `steps` is written.
 fn span_of(table: &DeTable, steps: &[Step]) -> Option<std::ops::Range<usize>> {
     let (Step::Key(first), rest) = steps.split_first()? else {

@@ -429,3 +429,23 @@ fn zero_is_not_a_positive_number() {
         check("[logs]\nkeep = 1\n[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n").unwrap();
     assert_eq!(s.logs.keep, 1);
 }
+
+#[test]
+fn a_value_of_the_wrong_type_names_its_key() {
+    let p =
+        check("[logs]\nkeep = \"five\"\n[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\n")
+            .unwrap_err();
+    assert_eq!(
+        (p[0].line, p[0].key.as_str()),
+        (Some(2), "logs.keep"),
+        "{p:?}"
+    );
+    let p = check("[[task]]\nid = \"a\"\nlisten = \"tcp:127.0.0.1:1\"\n").unwrap_err();
+    assert_eq!(
+        (p[0].line, p[0].key.as_str()),
+        (Some(3), "task[0].listen"),
+        "{p:?}"
+    );
+    let p = check("x = [\n").unwrap_err();
+    assert_eq!(p[0].key, "toml", "a syntax error names no key");
+}
