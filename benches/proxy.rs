@@ -70,6 +70,7 @@ fn upstreams() -> Upstreams {
         .unwrap();
     let small = body(1024);
     let big = body(1024 * 1024);
+    let huge = body(16 * 1024 * 1024);
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec![HOST.to_string()])
         .unwrap()
@@ -93,10 +94,10 @@ fn upstreams() -> Upstreams {
     });
     let (http_addr, https_addr) = (http.local_addr().unwrap(), https.local_addr().unwrap());
     let svc = move |req: Request<hyper::body::Incoming>| {
-        let b = if req.uri().path() == "/1m" {
-            big.clone()
-        } else {
-            small.clone()
+        let b = match req.uri().path() {
+            "/1m" => big.clone(),
+            "/16m" => huge.clone(),
+            _ => small.clone(),
         };
         async move { Ok::<_, hyper::Error>(Response::new(Full::new(b))) }
     };
@@ -217,7 +218,7 @@ fn sluice(up: &Upstreams, name: &str, intercept: &str, taint: &str) -> Proxy {
     std::fs::write(dir.path().join("up.pem"), &up.cert_pem).unwrap();
     let cfg = format!(
         "state_dir = \"state\"\n[resolver]\nnameservers = [\"127.0.0.1:9\"]\n[resolver.hosts]\n\"{HOST}\" = [\"127.0.0.1\"]\n\
-         [upstream]\nextra_roots = [\"up.pem\"]\n[limits]\nmax_connections_per_task = 100000\n\
+         [upstream]\nextra_roots = [\"up.pem\"]\n[limits]\nmax_connections_per_task = 100000\nheader_timeout_secs = 120\n\
          [[task]]\nid = \"bench\"\nlisten = [\"tcp:127.0.0.1:{port}\"]\n\
          allow = [\"{HOST}:{}\", \"{HOST}:{}\"]\nallow_private = [\"127.0.0.0/8\"]\nintercept = \"{intercept}\"\n\
          [task.taint]\nmode = \"{taint}\"\n",
@@ -225,7 +226,7 @@ fn sluice(up: &Upstreams, name: &str, intercept: &str, taint: &str) -> Proxy {
         up.https.port()
     );
     std::fs::write(dir.path().join("sluice.toml"), cfg).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+    let child = Command::new(sluice_bin())
         .args(["run", "--config"])
         .arg(dir.path().join("sluice.toml"))
         .env("SLUICE_LOG", "warn")
@@ -705,6 +706,74 @@ async fn idle_tunnels(proxy: &Proxy, up: &Upstreams, n: usize, used: bool) -> Op
     Some((after.saturating_sub(before)) as f64 / n as f64)
 }
 
+/// KiB of the proxy's RSS per connection that sent `n` partial request
+/// heads (`GET …` and half a header, never finished) and holds them.
+async fn partial_heads(proxy: &Proxy, up: &Upstreams, n: usize) -> Option<f64> {
+    let pid = proxy.pid()?;
+    let addr = proxy.addr?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = rss_kib(pid);
+    let head = format!(
+        "GET http://{HOST}:{}/1k HTTP/1.1\r\nHost: {HOST}:{}\r\nUser-Agent: bench\r\nAccept: */*\r\nX-Par",
+        up.http.port(),
+        up.http.port()
+    );
+    let mut held = Vec::with_capacity(n);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for _ in 0..n {
+        let mut s = TcpStream::connect(addr).await.ok()?;
+        s.write_all(head.as_bytes()).await.ok()?;
+        held.push(s);
+        if Instant::now() > deadline {
+            return None;
+        }
+    }
+    let after = settled_rss(pid).await;
+    drop(held);
+    Some(after.saturating_sub(before) as f64 / n as f64)
+}
+
+/// KiB of the proxy's RSS per download of a 16 MiB body whose client
+/// reads nothing (a 4 KiB receive buffer): what sluice holds for a slow
+/// reader.
+async fn stalled_downloads(proxy: &Proxy, up: &Upstreams, n: usize) -> Option<f64> {
+    let pid = proxy.pid()?;
+    let addr = proxy.addr?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = rss_kib(pid);
+    let req = format!(
+        "GET http://{HOST}:{}/16m HTTP/1.1\r\nHost: {HOST}:{}\r\n\r\n",
+        up.http.port(),
+        up.http.port()
+    );
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        let sock = tokio::net::TcpSocket::new_v4().ok()?;
+        sock.set_recv_buffer_size(4096).ok()?;
+        let mut s = sock.connect(addr).await.ok()?;
+        s.write_all(req.as_bytes()).await.ok()?;
+        held.push(s);
+    }
+    let after = settled_rss(pid).await;
+    drop(held);
+    Some(after.saturating_sub(before) as f64 / n as f64)
+}
+
+/// The process's RSS once it stops growing (checked every 500 ms, at most
+/// 20 s).
+async fn settled_rss(pid: u32) -> u64 {
+    let mut last = rss_kib(pid);
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = rss_kib(pid);
+        if now <= last + last / 200 {
+            return now.max(last);
+        }
+        last = now;
+    }
+    last
+}
+
 async fn futures_join<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> {
     let mut out = Vec::with_capacity(fs.len());
     let handles: Vec<_> = fs.into_iter().map(Box::pin).collect();
@@ -790,7 +859,8 @@ fn cpu_shares(before: &[u64], after: &[u64]) -> String {
 }
 
 /// `BENCH_ONLY=connect,taint` runs just those scenarios (keepalive,
-/// connect, churn, passthrough, intercept, taint, idle); unset runs all.
+/// connect, churn, passthrough, intercept, taint, idle, held, stall);
+/// unset runs all.
 fn only(scenario: &str) -> bool {
     match std::env::var("BENCH_ONLY") {
         Ok(list) if !list.is_empty() => list.split(',').any(|s| s.trim() == scenario),
@@ -1017,6 +1087,33 @@ fn main() {
         }
     }
 
+    // Memory per held connection: partial request heads, stalled
+    // downloads (fresh processes, as for idle tunnels).
+    if only("held") {
+        let p = sluice(&up, "sluice", "none", "enforce");
+        let n = 10_000;
+        let r = rt.block_on(partial_heads(&p, &up, n));
+        table.add(
+            &format!("partial request heads ×{n}"),
+            &p.name,
+            "KiB RSS per connection",
+            r.unwrap_or(f64::NAN),
+            String::new(),
+        );
+    }
+    if only("stall") {
+        let p = sluice(&up, "sluice", "none", "enforce");
+        let n = 100;
+        let r = rt.block_on(stalled_downloads(&p, &up, n));
+        table.add(
+            &format!("stalled 16 MiB downloads ×{n} (client reads nothing)"),
+            &p.name,
+            "KiB RSS per download",
+            r.unwrap_or(f64::NAN),
+            String::new(),
+        );
+    }
+
     table.print();
     println!(
         "\nload average at end {}; total {:.0} s; {}",
@@ -1024,4 +1121,12 @@ fn main() {
         started.elapsed().as_secs_f64(),
         cpu_shares(&ticks_at_start, &cpu_ticks())
     );
+}
+
+/// The sluice binary measured: this build's, or `SLUICE_BIN` (to compare
+/// two builds with one load generator).
+fn sluice_bin() -> std::path::PathBuf {
+    std::env::var_os("SLUICE_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_sluice").into())
 }

@@ -28,28 +28,92 @@ use crate::tunnel::{ClientIo, GuardState, HeadGuard, Io};
 static CONN_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Serves HTTP/1.1 on one client connection until it closes.
-pub async fn serve(stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
+///
+/// The first request head is read here, into a buffer sized to it, before
+/// hyper's connection exists: hyper makes an 8 KiB read buffer and room
+/// for a request's future as soon as it starts, so a connection that has
+/// sent nothing or half a head (a slowloris client, a pool's spare
+/// connection) holds only a few hundred bytes until its head is whole.
+/// The header timeout and shutdown apply to this wait as to hyper's.
+pub async fn serve(mut stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
+    let limits = ctx.shared.snapshot.load().limits.clone();
+    let shutdown = ctx.shared.shutdown.clone();
+    let wait = tokio::time::timeout(
+        limits.header_timeout,
+        first_head(&mut stream, limits.max_header_bytes),
+    );
+    let first = tokio::select! {
+        r = wait => match r {
+            Ok(Ok(first)) if !first.is_empty() => first,
+            // Closed before a byte, a read error, or no whole head in
+            // time: closed without a word, as hyper closes them.
+            _ => return,
+        },
+        _ = shutdown.cancelled() => return,
+    };
+    Box::pin(serve_http(stream, first, ctx, limits, shutdown)).await;
+}
+
+/// Reads until the first head is complete, cannot be a head (so hyper
+/// refuses it at once, as before), passes `limit` bytes, or the stream
+/// ends; returns the bytes read.
+async fn first_head(stream: &mut Box<dyn Io>, limit: usize) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::with_capacity(256);
+    loop {
+        if head.len() == head.capacity() {
+            head.reserve(head.len());
+        }
+        if stream.read_buf(&mut head).await? == 0 || head.len() > limit || !partial_head(&head) {
+            return Ok(head);
+        }
+    }
+}
+
+/// Is `b` the start of a request head that is not yet whole? (hyper's
+/// parser, httparse, judges: a whole head or bytes that cannot start one
+/// — TLS sent to a plain port, garbage — go to hyper now.)
+fn partial_head(b: &[u8]) -> bool {
+    let mut headers = [httparse::EMPTY_HEADER; 100];
+    matches!(
+        httparse::Request::new(&mut headers).parse(b),
+        Ok(httparse::Status::Partial)
+    )
+}
+
+/// hyper's side of a connection, from its first head on.
+async fn serve_http(
+    stream: Box<dyn Io>,
+    first: Vec<u8>,
+    ctx: Arc<ConnCtx>,
+    limits: crate::config::Limits,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
     let span = tracing::debug_span!(
         "conn",
         conn.id = CONN_IDS.fetch_add(1, Ordering::Relaxed),
         client = %ctx.client,
         task = %ctx.task.id
     );
-    let limits = ctx.shared.snapshot.load().limits.clone();
-    let shutdown = ctx.shared.shutdown.clone();
     let guard = Arc::new(GuardState::default());
     let stream = HeadGuard::new(
         stream,
         guard.clone(),
         ctx.task.id.clone(),
         limits.max_header_bytes,
-    );
+    )
+    .replaying(first);
     let svc_ctx = ctx.clone();
     let svc_guard = guard.clone();
     let service = service_fn(move |req| {
         svc_guard.served();
         let ctx = svc_ctx.clone();
-        async move { Ok::<_, Infallible>(handle(ctx, req).await) }
+        // Boxed: hyper sets aside room for one in-flight request future
+        // per connection from its first byte on, and a request's future
+        // (forwarding, tunnels, interception) is large. A connection that
+        // has sent nothing or half a head holds only this pointer
+        // (BENCHMARKS.md, partial request heads).
+        Box::pin(async move { Ok::<_, Infallible>(handle(ctx, req).await) })
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -220,4 +284,32 @@ async fn plan_tunnel(
         row: Row::new(ctx.clone(), ex, verdict, 200),
         intercept,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partial_head;
+
+    #[test]
+    fn only_a_valid_unfinished_head_is_partial() {
+        for (bytes, partial) in [
+            (&b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"[..], false),
+            (b"GET / HTTP/1.1\nHost: a\n\n", false),
+            (b"GET / HTTP/1.1\r\nHost: a\r\n", true),
+            (b"GET / HTTP/1.1\r\nHost: a\r\n\r", true),
+            (b"GET http://a.example/ HTTP/1.1\r\nHost: a.exa", true),
+            (b"CONNECT a.example:443 HTTP/1.1\r\n", true),
+            (b"", true),
+            (b"\x16\x03\x01\x02\x00\x01", false),
+            (b"GET / HTTP/1.1\r\r\r\r", false),
+            (b"G\x00T / HTTP/1.1", false),
+        ] {
+            assert_eq!(
+                partial_head(bytes),
+                partial,
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
 }

@@ -4,6 +4,8 @@
 //! own, in each charset: split in two, it finds exactly what it finds
 //! whole; fed byte by byte (never the fast path), the same; with `peek` at
 //! the split, only names that are valid by themselves come in addition.
+//! The 64-byte fast path reports exactly what the byte path reports, in
+//! the same order, whole and split.
 //!
 //! Input: byte 0 picks the Content-Encoding (`% 6`) and the charset
 //! (`/ 6 % 3`: auto, UTF-16LE, UTF-16BE), byte 1 the split, the rest is
@@ -15,7 +17,14 @@ use sluice::taint::scan::{scan_all, Charset, Scanner};
 
 /// Names found feeding `chunks` (with `peek` after each if asked).
 fn scan(charset: Charset, chunks: &[&[u8]], peek: bool) -> Vec<String> {
-    let mut s = Scanner::with_charset(charset);
+    let mut found = reports(Scanner::with_charset(charset), chunks, peek);
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Every report, in order.
+fn reports(mut s: Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
     let mut found = Vec::new();
     for c in chunks {
         s.feed(c, &mut |h| found.push(h));
@@ -24,8 +33,6 @@ fn scan(charset: Charset, chunks: &[&[u8]], peek: bool) -> Vec<String> {
         }
     }
     s.finish(&mut |h| found.push(h));
-    found.sort();
-    found.dedup();
     found
 }
 
@@ -60,6 +67,13 @@ fuzz_target!(|data: &[u8]| {
     let whole = scan(charset, &[body], false);
     let halves = [&body[..cut], &body[cut..]];
     assert_eq!(scan(charset, &halves, false), whole, "split at {cut}");
+    for (chunks, peek) in [(&[body][..], false), (&halves[..], true)] {
+        assert_eq!(
+            reports(Scanner::with_charset(charset), chunks, peek),
+            reports(Scanner::with_charset(charset).byte_path_only(), chunks, peek),
+            "fast path and byte path differ (split at {cut}, peek {peek})"
+        );
+    }
     let bytes: Vec<&[u8]> = body.chunks(1).collect();
     assert_eq!(scan(charset, &bytes, false), whole, "byte by byte");
     let peeked = scan(charset, &halves, true);

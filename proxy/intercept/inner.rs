@@ -153,7 +153,8 @@ impl Session {
         let service = service_fn(move |req: Request<Incoming>| {
             served.served();
             let session = session.clone();
-            async move { Ok::<_, Infallible>(session.request(req).await) }
+            // Boxed for the reason `conn::serve` gives.
+            Box::pin(async move { Ok::<_, Infallible>(session.request(req).await) })
         });
         // Revoked by a reload that no longer allows the destination, or
         // idle: close at once. On SIGTERM a tunnel, like an opaque one,

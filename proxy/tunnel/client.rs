@@ -32,16 +32,20 @@ impl ClientIo {
         type Guarded = HeadGuard<Box<dyn Io>>;
         match upgraded.downcast::<TokioIo<Guarded>>() {
             Ok(parts) => {
-                let io = parts.io.into_inner().into_inner();
+                let (io, unread) = parts.io.into_inner().into_parts();
                 let any: &dyn std::any::Any = &*io;
-                if parts.read_buf.is_empty() && any.is::<TcpStream>() {
+                if parts.read_buf.is_empty() && unread.is_empty() && any.is::<TcpStream>() {
                     let any: Box<dyn std::any::Any> = io;
                     if let Ok(tcp) = any.downcast::<TcpStream>() {
                         return ClientIo::Tcp(*tcp);
                     }
                     unreachable!("checked with is::<TcpStream>()");
                 }
-                ClientIo::Other(Rewind::new(parts.read_buf.to_vec(), io))
+                // What hyper read but did not use comes first, then what
+                // it never read.
+                let mut prefix = parts.read_buf.to_vec();
+                prefix.extend_from_slice(&unread);
+                ClientIo::Other(Rewind::new(prefix, io))
             }
             Err(upgraded) => ClientIo::Upgraded(TokioIo::new(upgraded)),
         }

@@ -65,6 +65,10 @@ pub struct HeadGuard<S> {
     limit: usize,
     /// sluice's refusal, and how much of it is written.
     reply: Option<(Vec<u8>, usize)>,
+    /// Bytes read from `inner` before hyper took over (the first head,
+    /// read by `conn`), handed out before `inner` is read again.
+    replay: Vec<u8>,
+    replayed: usize,
 }
 
 impl<S> HeadGuard<S> {
@@ -77,11 +81,22 @@ impl<S> HeadGuard<S> {
             seen: 0,
             limit,
             reply: None,
+            replay: Vec::new(),
+            replayed: 0,
         }
     }
 
-    pub fn into_inner(self) -> S {
-        self.inner
+    /// The guard hands out `first` (already read from the stream) before
+    /// reading the stream itself.
+    pub fn replaying(mut self, first: Vec<u8>) -> Self {
+        self.replay = first;
+        self
+    }
+
+    /// The stream, and the bytes of `replaying` not handed out yet.
+    pub fn into_parts(mut self) -> (S, Vec<u8>) {
+        let left = self.replay.split_off(self.replayed);
+        (self.inner, left)
     }
 
     fn guarding(&self) -> bool {
@@ -141,7 +156,20 @@ impl<S: AsyncRead + Unpin> AsyncRead for HeadGuard<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let r = if self.replayed < self.replay.len() {
+            let this = &mut *self;
+            let rest = &this.replay[this.replayed..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            this.replayed += n;
+            if this.replayed == this.replay.len() {
+                this.replay = Vec::new();
+                this.replayed = 0;
+            }
+            Poll::Ready(Ok(()))
+        } else {
+            Pin::new(&mut self.inner).poll_read(cx, buf)
+        };
         if self.guarding() {
             // Only the start of the request line is kept (enough for its
             // method and 256 bytes of target); the rest is only counted.

@@ -31,16 +31,10 @@ pub async fn relay_opaque(
     let (client, up) = client.into_parts();
     match client {
         // Both ends plain TCP: splice, the bytes never enter sluice.
-        ClientIo::Tcp(client) => match crate::splice::Pipes::new() {
-            Ok(pipes) => {
-                let copy = crate::splice::relay(&client, &upstream, pipes, &up, &bytes.down);
-                watch(copy, bytes, idle, stop).await
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "no pipes for splice; relaying through buffers");
-                buffered(ClientIo::Tcp(client), upstream, up, bytes, idle, stop).await
-            }
-        },
+        ClientIo::Tcp(client) => {
+            let copy = crate::splice::relay(&client, &upstream, &up, &bytes.down);
+            watch(copy, bytes, idle, stop).await
+        }
         other => buffered(other, upstream, up, bytes, idle, stop).await,
     }
 }

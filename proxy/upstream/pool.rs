@@ -14,6 +14,13 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+/// Bytes read from an upstream HTTP/1 connection at a time. hyper's
+/// default grows the read buffer up to 400 KiB, and each body chunk
+/// handed on keeps its whole buffer alive while a slow client has not
+/// taken it: a stalled download held about 1 MiB. Fixed 32 KiB reads
+/// bound that (BENCHMARKS.md, stalled downloads) at no measurable cost.
+const UPSTREAM_READ: usize = 32 * 1024;
+
 use super::{dial, tls_connect, UpstreamError};
 use crate::policy::{CheckedAddr, Permit};
 use crate::tls::Tls;
@@ -159,6 +166,7 @@ pub async fn connect(
     };
     let Some(name) = tls else {
         let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .read_buf_exact_size(Some(UPSTREAM_READ))
             .handshake(TokioIo::new(stream))
             .await
             .map_err(handshake_err)?;
@@ -187,6 +195,7 @@ pub async fn connect(
         Ok((Sender::H2(sender), addr))
     } else {
         let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .read_buf_exact_size(Some(UPSTREAM_READ))
             .handshake(io)
             .await
             .map_err(handshake_err)?;

@@ -566,3 +566,43 @@ fn the_open_file_soft_limit_is_raised_to_the_hard_limit() {
         "soft limit raised to the hard one"
     );
 }
+
+/// sluice reads a connection's first head itself before hyper takes over
+/// (so a held, unfinished head costs little memory): a head that arrives
+/// in pieces is still served, and bytes that cannot start a head — TLS
+/// sent to the plain port — are refused at once with the usual answer,
+/// not left waiting for the header timeout.
+#[test]
+fn a_head_in_pieces_is_served_and_tls_bytes_are_refused_at_once() {
+    let up = Upstream::start();
+    let (_dns, s) = pkgs_sluice(&up, "", "[limits]\nheader_timeout_secs = 60\n");
+    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
+    c.set_nodelay(true).unwrap();
+    let head = format!(
+        "GET http://pkgs.example.com:{p}/pieces HTTP/1.1\r\nHost: pkgs.example.com:{p}\r\nConnection: close\r\n\r\n",
+        p = up.port()
+    );
+    for piece in head.as_bytes().chunks(9) {
+        c.write_all(piece).unwrap();
+        // Apart, so they arrive as separate reads.
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = Vec::new();
+    let _ = c.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert_eq!(up.requests().len(), 1);
+
+    let mut t = TcpStream::connect(s.proxy_addr()).unwrap();
+    t.write_all(b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03")
+        .unwrap();
+    // Far less than the 60 s header timeout: the answer comes at once.
+    t.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = Vec::new();
+    let _ = t.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(text.contains("bad-target"), "{text}");
+    assert_eq!(up.requests().len(), 1, "nothing more reached upstream");
+}

@@ -200,20 +200,31 @@ pub(super) fn plausible_bare(token: &[u8]) -> bool {
     let Some(dot) = t.iter().rposition(|&b| b == b'.') else {
         return false;
     };
-    let last = &t[dot + 1..];
+    known_suffix(&t[dot + 1..])
+}
+
+/// Is `last` (the label after a token's last dot) a known top-level
+/// suffix (a non-ASCII one as written, or as IDNA maps it: `ｃｏｍ` is
+/// `com`)?
+#[inline]
+pub(super) fn known_suffix(last: &[u8]) -> bool {
+    let known = |l: &[u8]| psl::suffix(l).is_some_and(|s| s.is_known());
     if !last.is_ascii() {
-        let known = |l: &[u8]| psl::suffix(l).is_some_and(|s| s.is_known());
         return known(last)
             || idna::domain_to_ascii_cow(last, idna::AsciiDenyList::URL)
                 .is_ok_and(|l| known(l.to_ascii_lowercase().as_bytes()));
     }
-    let mut buf = [0u8; 63];
-    let Some(label) = buf.get_mut(..last.len()) else {
+    if last.len() > 63 {
         return false;
-    };
+    }
+    if !last.iter().any(u8::is_ascii_uppercase) {
+        return known(last);
+    }
+    let mut buf = [0u8; 63];
+    let label = &mut buf[..last.len()];
     label.copy_from_slice(last);
     label.make_ascii_lowercase();
-    psl::suffix(label).is_some_and(|s| s.is_known())
+    known(label)
 }
 
 /// A bare name counts when its suffix is on the public suffix list and

@@ -39,6 +39,14 @@
 //! 4. `token.rs` — the token in progress, with where its script changes.
 //! 5. `judge.rs` — whether a finished token is, or holds, a host name.
 //!
+//! Plain ASCII takes a shortcut past stages 2–4: `classify.rs` sorts 64
+//! bytes at a time into host bytes, dots and stops (escape starts,
+//! non-ASCII, `//`) with SSE2 compares, and `fast.rs` walks those masks,
+//! handing each dotted token that a plain byte ends to the judge. At a
+//! stop it hands over to the byte path at the start of the token there.
+//! Both paths report exactly the same names (`properties.rs`, the
+//! `taint_scan` fuzz target).
+//!
 //! Decided and documented:
 //! - e-mail addresses: the domain after `@` counts as a bare domain;
 //! - version numbers (`1.2.3`) and IP literals are not hosts;
@@ -90,10 +98,13 @@
 use std::collections::HashSet;
 
 mod chars;
+mod classify;
 mod entities;
 mod escape;
+mod fast;
 mod judge;
 mod token;
+mod triggers;
 mod unicode;
 mod utf16;
 
@@ -109,6 +120,7 @@ pub use utf16::Charset;
 use chars::Utf8;
 use escape::Escape;
 use token::Token;
+use triggers::Triggers;
 use utf16::Front;
 
 /// Longest token judged, in bytes (a DNS name is at most 253 bytes; IDN
@@ -172,35 +184,15 @@ pub struct Scanner {
     prev: Prev,
     /// Tokens already judged in this stream (bounded): a page names the
     /// same hosts again and again, and each is judged once.
-    seen: HashSet<Vec<u8>>,
+    seen: HashSet<Vec<u8>, foldhash::fast::RandomState>,
+    /// Whether plain ASCII goes through the 64-byte fast path (`fast.rs`);
+    /// off only to compare the two paths.
+    fast_path: bool,
 }
 
 impl Default for Scanner {
     fn default() -> Self {
         Scanner::with_charset(Charset::Auto)
-    }
-}
-
-/// The next position of one of a set of bytes, searched once and reused
-/// until the scan passes it.
-#[derive(Clone, Copy)]
-enum Next {
-    Unknown,
-    At(usize),
-    Never,
-}
-
-impl Next {
-    fn from(&mut self, from: usize, find: impl Fn(usize) -> Option<usize>) -> Option<usize> {
-        match *self {
-            Next::At(p) if p >= from => Some(p),
-            Next::Never => None,
-            _ => {
-                let r = find(from);
-                *self = r.map_or(Next::Never, Next::At);
-                r
-            }
-        }
     }
 }
 
@@ -219,8 +211,19 @@ impl Scanner {
             utf8: Utf8::default(),
             tok: Token::default(),
             prev: Prev::default(),
-            seen: HashSet::new(),
+            seen: HashSet::default(),
+            fast_path: true,
         }
+    }
+
+    /// The same scanner with the 64-byte fast path off: every byte goes
+    /// through the byte path. It finds exactly the same names (the
+    /// property tests and the `taint_scan` fuzz target check it); it
+    /// exists for them.
+    #[doc(hidden)]
+    pub fn byte_path_only(mut self) -> Self {
+        self.fast_path = false;
+        self
     }
 
     /// Scans one chunk. `found` receives normalised host names; the same
@@ -266,6 +269,8 @@ impl Scanner {
         let n = chunk.len();
         let mut i = 0;
         let mut next = Triggers::new(chunk);
+        // The fast path is not tried again before this.
+        let mut fast_from = 0;
         while i < n {
             if self.busy() {
                 self.step(chunk[i], found);
@@ -296,6 +301,9 @@ impl Scanner {
                 self.step(chunk[i], found);
                 i += 1;
                 continue;
+            }
+            if i >= fast_from {
+                (i, fast_from) = self.fast(chunk, i, found);
             }
             let Some(p) = next.find(chunk, i) else {
                 self.tail(&chunk[i..], found);
@@ -388,17 +396,29 @@ impl Scanner {
         if e - s > MAX_TOKEN {
             return None;
         }
-        // Most such tokens cannot be bare names (file names, versions):
-        // rejected before they are copied.
-        if judge::plausible_bare(&chunk[s..e]) {
-            self.tok.set_ascii(&chunk[s..e]);
-            let term = if last < 0x80 { last } else { 0 };
-            self.judge_plausible(false, term, found);
-            self.tok.active = false;
-        }
+        self.judge_ascii(&chunk[s..e], if last < 0x80 { last } else { 0 }, found);
         self.prev.extend(&chunk[i..e]);
         self.prev.push(last);
         Some(e + len)
+    }
+
+    /// Judges a whole bare ASCII token taken from a chunk, ended by
+    /// `term` (0 for a non-ASCII character). Most such tokens cannot be
+    /// bare names (file names, versions): they are rejected before they
+    /// are copied.
+    #[inline]
+    fn judge_ascii(&mut self, token: &[u8], term: u8, found: &mut impl FnMut(String)) {
+        if judge::plausible_bare(token) {
+            self.judge_known(token, term, found);
+        }
+    }
+
+    /// Judges a bare ASCII token already known to be plausible.
+    #[inline]
+    fn judge_known(&mut self, token: &[u8], term: u8, found: &mut impl FnMut(String)) {
+        self.tok.set_ascii(token);
+        self.judge_plausible(false, term, found);
+        self.tok.active = false;
     }
 
     /// The rest of a chunk holds no trigger: only a trailing token
@@ -432,66 +452,6 @@ impl Scanner {
         }
         self.step(bytes[k], found);
         k + 1
-    }
-}
-
-/// The positions of the next triggers in a chunk: `.`, `/`, `%` (searched
-/// each time, as they are frequent), and the rarer `\`, `&` and non-ASCII
-/// dots (each searched once and reused until passed).
-struct Triggers {
-    /// The next rare trigger (`usize::MAX`: none).
-    rare: usize,
-    backslash: Next,
-    amp: Next,
-    wide: Next,
-}
-
-impl Triggers {
-    fn new(chunk: &[u8]) -> Self {
-        let mut t = Triggers {
-            rare: usize::MAX,
-            backslash: Next::Unknown,
-            amp: Next::Unknown,
-            wide: Next::Unknown,
-        };
-        t.rare = t.next_rare(chunk, 0);
-        t
-    }
-
-    /// The first trigger at or after `i`.
-    #[inline]
-    fn find(&mut self, chunk: &[u8], i: usize) -> Option<usize> {
-        let common = memchr::memchr3(b'.', b'/', b'%', &chunk[i..]).map(|x| x + i);
-        if self.rare < i {
-            self.rare = self.next_rare(chunk, i);
-        }
-        match common {
-            Some(c) if c < self.rare => Some(c),
-            _ if self.rare == usize::MAX => None,
-            _ => Some(self.rare),
-        }
-    }
-
-    /// The next `\`, `&`, or non-ASCII dot (a 0xE3/0xEF lead byte counts
-    /// when it starts a dot or a sequence cut by the chunk end).
-    fn next_rare(&mut self, chunk: &[u8], i: usize) -> usize {
-        let find1 = |b: u8| move |f: usize| memchr::memchr(b, &chunk[f..]).map(|x| x + f);
-        let backslash = self.backslash.from(i, find1(b'\\'));
-        let amp = self.amp.from(i, find1(b'&'));
-        let escape = backslash
-            .unwrap_or(usize::MAX)
-            .min(amp.unwrap_or(usize::MAX));
-        let mut from = i;
-        loop {
-            let wide = self.wide.from(from, |f| {
-                memchr::memchr2(0xE3, 0xEF, &chunk[f..]).map(|x| x + f)
-            });
-            match wide {
-                Some(w) if w < escape && chars::dot_at(&chunk[w..]) => return w,
-                Some(w) if w < escape => from = w + 1,
-                _ => return escape,
-            }
-        }
     }
 }
 
@@ -538,6 +498,12 @@ impl Prev {
     #[inline]
     fn slashes(self) -> bool {
         self.0 & 0xffff == 0x2f2f
+    }
+
+    /// The last byte.
+    #[inline]
+    fn last(self) -> u8 {
+        self.0 as u8
     }
 
     /// The byte before the last two.

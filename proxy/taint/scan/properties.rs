@@ -45,6 +45,37 @@ fn corpus() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(piece, 1..12).prop_map(|v| v.concat())
 }
 
+/// Plain ASCII around the forms above, in runs long enough to fill the
+/// fast path's 64-byte windows and to cut tokens at every place in them.
+fn windows() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop_oneof![
+        4 => corpus(),
+        3 => "[a-zA-Z0-9 ,;:\"()<>=]{0,70}".prop_map(String::into_bytes),
+        2 => "[a-z0-9.]{1,24}".prop_map(String::into_bytes),
+        1 => "[a-z0-9-]{55,75}".prop_map(String::into_bytes),
+        1 => "[a-z./ ]{0,8}".prop_map(String::into_bytes),
+        1 => Just(b" docs.example.com ".to_vec()),
+        1 => Just(b"api.example.co.uk/".to_vec()),
+        1 => Just(b"x.io".to_vec()),
+        1 => Just(b"//".to_vec()),
+        1 => Just(b"/".to_vec()),
+    ];
+    prop::collection::vec(piece, 1..16).prop_map(|v| v.concat())
+}
+
+/// Every report, in order (not sorted or deduplicated).
+fn reports(mut s: Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
+    let mut found = Vec::new();
+    for c in chunks {
+        s.feed(c, &mut |h| found.push(h));
+        if peek {
+            s.peek(&mut |h| found.push(h));
+        }
+    }
+    s.finish(&mut |h| found.push(h));
+    found
+}
+
 fn split_at(body: &[u8], cuts: Vec<usize>) -> Vec<&[u8]> {
     let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (body.len() + 1)).collect();
     cuts.sort();
@@ -104,6 +135,20 @@ proptest! {
         let slow = feed_all(&mut Scanner::new(), &bytes, false);
         prop_assert_eq!(&whole, &slow);
         prop_assert_eq!(whole, slow_hosts(&body));
+    }
+
+    /// The 64-byte fast path reports exactly what the byte path reports,
+    /// in the same order, however the body is split, with or without peek.
+    #[test]
+    fn block_path_reports_what_the_byte_path_reports(
+        body in windows(),
+        cuts in prop::collection::vec(any::<usize>(), 0..4),
+        peek in any::<bool>(),
+    ) {
+        let chunks = split_at(&body, cuts);
+        let fast = reports(Scanner::new(), &chunks, peek);
+        let bytes = reports(Scanner::new().byte_path_only(), &chunks, peek);
+        prop_assert_eq!(fast, bytes);
     }
 
     /// A UTF-16 body (BOM or label) yields what its UTF-8 form does,
