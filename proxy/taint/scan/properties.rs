@@ -64,7 +64,7 @@ fn windows() -> impl Strategy<Value = Vec<u8>> {
 }
 
 /// Every report, in order (not sorted or deduplicated).
-fn reports(mut s: Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
+fn reports(s: &mut Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
     let mut found = Vec::new();
     for c in chunks {
         s.feed(c, &mut |h| found.push(h));
@@ -89,14 +89,7 @@ fn split_at(body: &[u8], cuts: Vec<usize>) -> Vec<&[u8]> {
 }
 
 fn feed_all(s: &mut Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
-    let mut found = Vec::new();
-    for c in chunks {
-        s.feed(c, &mut |h| found.push(h));
-        if peek {
-            s.peek(&mut |h| found.push(h));
-        }
-    }
-    s.finish(&mut |h| found.push(h));
+    let mut found = reports(s, chunks, peek);
     found.sort();
     found.dedup();
     found
@@ -146,8 +139,8 @@ proptest! {
         peek in any::<bool>(),
     ) {
         let chunks = split_at(&body, cuts);
-        let fast = reports(Scanner::new(), &chunks, peek);
-        let bytes = reports(Scanner::new().byte_path_only(), &chunks, peek);
+        let fast = reports(&mut Scanner::new(), &chunks, peek);
+        let bytes = reports(&mut Scanner::new().byte_path_only(), &chunks, peek);
         prop_assert_eq!(fast, bytes);
     }
 
