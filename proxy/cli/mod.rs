@@ -412,16 +412,7 @@ fn ca(action: CaAction) -> ExitCode {
             }),
         None => ca::show(&dir),
     };
-    match result {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            ExitCode::from(1)
-        }
-    }
+    printed(result)
 }
 
 /// `sluice check`'s table: one row per task; `!` marks anything wider than
