@@ -57,6 +57,12 @@ pub async fn serve(mut stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
 /// Reads until the first head is complete, cannot be a head (so hyper
 /// refuses it at once, as before), passes `limit` bytes, or the stream
 /// ends; returns the bytes read.
+///
+/// The head is parsed again only after the first read and after reads
+/// that bring a line end (a head is only ever completed by one): a client
+/// trickling one byte at a time cannot make sluice re-parse up to
+/// `limit` bytes per byte it sends. Lines are few before hyper's parser
+/// gives up (at most 100 headers).
 async fn first_head(stream: &mut Box<dyn Io>, limit: usize) -> std::io::Result<Vec<u8>> {
     use tokio::io::AsyncReadExt;
     let mut head = Vec::with_capacity(256);
@@ -64,7 +70,12 @@ async fn first_head(stream: &mut Box<dyn Io>, limit: usize) -> std::io::Result<V
         if head.len() == head.capacity() {
             head.reserve(head.len());
         }
-        if stream.read_buf(&mut head).await? == 0 || head.len() > limit || !partial_head(&head) {
+        let from = head.len();
+        if stream.read_buf(&mut head).await? == 0 || head.len() > limit {
+            return Ok(head);
+        }
+        let judge = from == 0 || memchr::memchr(b'\n', &head[from..]).is_some();
+        if judge && !partial_head(&head) {
             return Ok(head);
         }
     }
