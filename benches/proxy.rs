@@ -610,6 +610,7 @@ async fn https(
     proxy: &Proxy,
     up: &Upstreams,
     roots: Vec<CertificateDer<'static>>,
+    path: &'static str,
     workers: usize,
     reuse: bool,
 ) -> Run {
@@ -634,7 +635,7 @@ async fn https(
             let s = slot.as_mut().unwrap();
             let close = if reuse { "" } else { "Connection: close\r\n" };
             let req = format!(
-                "GET /1k HTTP/1.1\r\nHost: {HOST}:{}\r\n{close}\r\n",
+                "GET {path} HTTP/1.1\r\nHost: {HOST}:{}\r\n{close}\r\n",
                 target.port()
             );
             let mut buf = Vec::new();
@@ -652,28 +653,17 @@ async fn https(
     .await
 }
 
-/// RSS growth per idle tunnel, opening `n` tunnels (bounded time).
-/// One 1 KiB request and its answer through an open tunnel, so the tunnel
-/// is past its start (for the proxy: relaying) before it idles.
-async fn one_request(s: &mut TcpStream) -> std::io::Result<()> {
-    s.write_all(b"GET /1k HTTP/1.1\r\nHost: bench\r\n\r\n")
-        .await?;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(h) = memchr::memmem::find(&got, b"\r\n\r\n") {
-            if got.len() >= h + 4 + 1024 {
-                return Ok(());
-            }
-        }
-        let n = s.read(&mut buf).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
+/// One 1 KiB request and its answer through an open tunnel to `target`,
+/// so the tunnel is past its start (for the proxy: relaying) before it
+/// idles. The Host names the tunnel's target: sluice reads plain HTTP in
+/// a tunnel and refuses a request for another host.
+async fn one_request(s: &mut TcpStream, target: SocketAddr) -> std::io::Result<()> {
+    let req = format!("GET /1k HTTP/1.1\r\nHost: {HOST}:{}\r\n\r\n", target.port());
+    s.write_all(req.as_bytes()).await?;
+    read_response(s, &mut Vec::new()).await.map(|_| ())
 }
 
+/// RSS growth per idle tunnel, opening `n` tunnels (bounded time).
 async fn idle_tunnels(proxy: &Proxy, up: &Upstreams, n: usize, used: bool) -> Option<f64> {
     let pid = proxy.pid()?;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -688,16 +678,30 @@ async fn idle_tunnels(proxy: &Proxy, up: &Upstreams, n: usize, used: bool) -> Op
             set.push(async move {
                 let mut s = open(p2, up.http).await?;
                 if used {
-                    one_request(&mut s).await?;
+                    one_request(&mut s, up.http).await?;
                 }
                 Ok::<_, std::io::Error>(s)
             });
         }
-        for s in futures_join(set).await {
-            held.push(s.ok()?);
-        }
-        if Instant::now() > deadline {
+        // Bounded: a proxy that stops answering (out of descriptors, say)
+        // ends the scenario instead of hanging it.
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(opened) = tokio::time::timeout(left, futures_join(set)).await else {
+            eprintln!(
+                "  {}: {} of {n} tunnels open at the deadline",
+                proxy.name,
+                held.len()
+            );
             return None;
+        };
+        for s in opened {
+            match s {
+                Ok(s) => held.push(s),
+                Err(e) => {
+                    eprintln!("  {}: tunnel {} failed: {e}", proxy.name, held.len() + 1);
+                    return None;
+                }
+            }
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -858,8 +862,17 @@ fn cpu_shares(before: &[u64], after: &[u64]) -> String {
     )
 }
 
+/// The proxy's CPU µs per unit (`n` units in the run), or "–" for the
+/// direct path (no proxy process to measure).
+fn cpu_per(p: &Proxy, r: &Run, n: f64) -> String {
+    match p.pid() {
+        Some(_) => format!("{:.0}", r.cpu.as_micros() as f64 / n.max(1.0)),
+        None => "–".into(),
+    }
+}
+
 /// `BENCH_ONLY=connect,taint` runs just those scenarios (keepalive,
-/// connect, churn, passthrough, intercept, taint, idle, held, stall);
+/// connect, tlsconnect, churn, passthrough, intercept, taint, idle, held, stall);
 /// unset runs all.
 fn only(scenario: &str) -> bool {
     match std::env::var("BENCH_ONLY") {
@@ -906,20 +919,15 @@ fn main() {
         for p in proxies.iter().filter(|_| only("keepalive")) {
             eprintln!("keep-alive HTTP: {}", p.name);
             let mut r = keepalive_http(p, &up, "/1k", 32, false).await;
-            let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
             let (p50, p99) = (r.pct(0.5), r.pct(0.99));
+            let cpu_us = cpu_per(p, &r, r.ops as f64);
             table.add(
                 "keep-alive HTTP 1 KiB ×32",
                 &p.name,
                 "req/s",
                 r.rate(),
                 format!(
-                    "p50 {p50:.2} ms, p99 {p99:.2} ms, {} CPU µs/req, {} errors",
-                    if p.pid().is_some() {
-                        format!("{cpu_us:.0}")
-                    } else {
-                        "–".into()
-                    },
+                    "p50 {p50:.2} ms, p99 {p99:.2} ms, {cpu_us} CPU µs/req, {} errors",
                     r.errors
                 ),
             );
@@ -928,27 +936,31 @@ fn main() {
             eprintln!("CONNECT: {}", p.name);
             let r = keepalive_http(p, &up, "/1m", 4, true).await;
             let mib = r.bytes as f64 / 1048576.0;
-            let cpu_us = r.cpu.as_micros() as f64 / mib.max(1.0);
             table.add(
-                "CONNECT 1 MiB ×4",
+                "CONNECT 1 MiB ×4 (plain HTTP inside)",
                 &p.name,
                 "MB/s",
                 r.mbps(),
-                format!(
-                    "{} CPU µs/MiB, {} errors",
-                    if p.pid().is_some() {
-                        format!("{cpu_us:.0}")
-                    } else {
-                        "–".into()
-                    },
-                    r.errors
-                ),
+                format!("{} CPU µs/MiB, {} errors", cpu_per(p, &r, mib), r.errors),
+            );
+        }
+        // The same downloads over TLS: an opaque tunnel, which sluice
+        // splices without reading (the relay's own cost).
+        for p in proxies.iter().filter(|_| only("tlsconnect")) {
+            eprintln!("CONNECT, TLS inside: {}", p.name);
+            let r = https(p, &up, vec![up.cert.clone()], "/1m", 4, true).await;
+            let mib = r.bytes as f64 / 1048576.0;
+            table.add(
+                "CONNECT 1 MiB ×4 (TLS inside, opaque)",
+                &p.name,
+                "MB/s",
+                r.mbps(),
+                format!("{} CPU µs/MiB, {} errors", cpu_per(p, &r, mib), r.errors),
             );
         }
         for p in proxies.iter().filter(|_| only("churn")) {
             eprintln!("churn: {}", p.name);
             let r = churn(p, &up, 8).await;
-            let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
             table.add(
                 "churn (connect+CONNECT+1 KiB+close) ×8",
                 &p.name,
@@ -956,18 +968,14 @@ fn main() {
                 r.rate(),
                 format!(
                     "{} CPU µs/op, {} errors",
-                    if p.pid().is_some() {
-                        format!("{cpu_us:.0}")
-                    } else {
-                        "–".into()
-                    },
+                    cpu_per(p, &r, r.ops as f64),
                     r.errors
                 ),
             );
         }
         for p in proxies.iter().filter(|_| only("passthrough")) {
             eprintln!("TLS passthrough: {}", p.name);
-            let r = https(p, &up, vec![up.cert.clone()], 32, true).await;
+            let r = https(p, &up, vec![up.cert.clone()], "/1k", 32, true).await;
             table.add(
                 "TLS via passthrough CONNECT ×32",
                 &p.name,
@@ -988,7 +996,7 @@ fn main() {
         };
         let d = direct();
         rt.block_on(async {
-            let r = https(&d, &up, vec![up.cert.clone()], 32, true).await;
+            let r = https(&d, &up, vec![up.cert.clone()], "/1k", 32, true).await;
             table.add(
                 "HTTPS keep-alive ×32",
                 "direct",
@@ -996,7 +1004,7 @@ fn main() {
                 r.rate(),
                 format!("{} errors", r.errors),
             );
-            let r = https(&icpt, &up, vec![ca.clone()], 32, true).await;
+            let r = https(&icpt, &up, vec![ca.clone()], "/1k", 32, true).await;
             let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
             table.add(
                 "HTTPS keep-alive ×32",
@@ -1005,7 +1013,7 @@ fn main() {
                 r.rate(),
                 format!("{cpu_us:.0} CPU µs/req, {} errors", r.errors),
             );
-            let r = https(&d, &up, vec![up.cert.clone()], 8, false).await;
+            let r = https(&d, &up, vec![up.cert.clone()], "/1k", 8, false).await;
             table.add(
                 "HTTPS new connection per request ×8",
                 "direct",
@@ -1013,7 +1021,7 @@ fn main() {
                 r.rate(),
                 format!("{} errors", r.errors),
             );
-            let r = https(&icpt, &up, vec![ca.clone()], 8, false).await;
+            let r = https(&icpt, &up, vec![ca.clone()], "/1k", 8, false).await;
             let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
             table.add(
                 "HTTPS new connection per request ×8",
