@@ -321,3 +321,11 @@ fn an_escape_right_after_a_dotted_run_is_decoded_not_taken_as_its_end() {
     // And a byte that surely ends a name still ends it.
     assert_eq!(hosts("see a.evil.com; now"), vec!["a.evil.com".to_string()]);
 }
+
+/// The comparison the equivalence properties make is real: the scanner
+/// they hold the fast path to has it off, and the default has it on.
+#[test]
+fn byte_path_only_turns_the_fast_path_off() {
+    assert!(Scanner::new().fast_path);
+    assert!(!Scanner::new().byte_path_only().fast_path);
+}
