@@ -3,16 +3,22 @@
 //! reported.
 
 use super::scan_all;
+use super::tests::slow_hosts;
 
 /// Named cases: what, input, the names it must yield (exactly).
 type Cases = &'static [(&'static str, &'static str, &'static [&'static str])];
 
-/// Runs named cases: each input must yield exactly the names given.
+/// Runs named cases: each input must yield exactly the names given, read
+/// as a whole (fast paths on) and byte by byte through the state machine.
 fn table(cases: Cases) {
     for (what, input, want) in cases {
-        let got = scan_all(input.as_bytes());
         let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
-        assert_eq!(got, want, "case {what:?}: {input:?}");
+        assert_eq!(scan_all(input.as_bytes()), want, "case {what:?}: {input:?}");
+        assert_eq!(
+            slow_hosts(input.as_bytes()),
+            want,
+            "stepped, {what:?}: {input:?}"
+        );
     }
 }
 
@@ -291,6 +297,27 @@ const NON_ASCII_NEIGHBOURS: Cases = &[
         "/\u{200b}/intranet/",
         &["intranet"],
     ),
+    // Found by mutation testing: a token whose ASCII start follows a
+    // non-ASCII character is stepped from the character's first byte.
+    (
+        "fullwidth name glued to CJK and ASCII",
+        " 请aｆｕｌｌ．ｅｘａｍｐｌｅ．ｃｏｍ",
+        &["afull.example.com", "xn--afull-s48o.example.com"],
+    ),
+    (
+        "ideographic dots, a URL, then joiners around accented text",
+        "wide。example．org｡https://paste.example.com/x \u{200d}aéa\u{200d}wide。example．org｡",
+        &["paste.example.com", "xn--aawide-bva.example.org"],
+    ),
+    (
+        "joiners and a curly quote before Cyrillic glued to a name",
+        "\u{200d}\u{200d} “é-\u{200b}сайтcyr.example.com bücher.de\\\\0&a&&aa",
+        &[
+            "cyr.example.com",
+            "xn---cyr-9oa941c2b2cl.example.com",
+            "xn--bcher-kva.de",
+        ],
+    ),
 ];
 
 #[test]
@@ -404,6 +431,11 @@ const ESCAPES: Cases = &[
         "percent-encoded ideographic dots",
         "paste%E3%80%82example%E3%80%82com",
         &["paste.example.com"],
+    ),
+    (
+        "a percent sign that starts no escape, before //",
+        ":%//a",
+        &["a"],
     ),
     (
         "broken unicode escape keeps its digits",

@@ -296,3 +296,106 @@ impl Scripts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `first_char` must say, from the standard library's decoder.
+    fn std_first_char(bytes: &[u8]) -> Result<(char, usize), Option<usize>> {
+        let valid = match std::str::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(e) if e.valid_up_to() > 0 => {
+                std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap()
+            }
+            Err(e) => return Err(e.error_len()),
+        };
+        let c = valid.chars().next().unwrap();
+        Ok((c, c.len_utf8()))
+    }
+
+    /// Every lead byte with continuations at the edges of every range
+    /// the decoder checks: both decoders read UTF-8 exactly as std does.
+    #[test]
+    fn decoders_read_utf8_as_std_does() {
+        const NEXT: [u8; 9] = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF];
+        let mut inputs = Vec::new();
+        for b0 in 0..=255u8 {
+            inputs.push(vec![b0]);
+            for b1 in NEXT.into_iter().chain([0xC0, 0xFF]) {
+                inputs.push(vec![b0, b1]);
+                for b2 in NEXT {
+                    inputs.push(vec![b0, b1, b2]);
+                    for b3 in NEXT {
+                        inputs.push(vec![b0, b1, b2, b3]);
+                    }
+                }
+            }
+        }
+        for bytes in &inputs {
+            let want = std_first_char(bytes);
+            assert_eq!(first_char(bytes), want, "{bytes:02x?}");
+            assert_eq!(decode(bytes), want.ok().filter(|(c, _)| !c.is_ascii()));
+            if bytes[0] >= 0x80 {
+                assert_eq!(pushed(bytes), want, "push, {bytes:02x?}");
+            }
+        }
+    }
+
+    /// What `Utf8::push` makes of `bytes`, byte by byte, in `first_char`'s
+    /// terms; a sequence still open at the end is `take`n.
+    fn pushed(bytes: &[u8]) -> Result<(char, usize), Option<usize>> {
+        let mut u = Utf8::default();
+        for (k, &b) in bytes.iter().enumerate() {
+            match u.push(b) {
+                Decoded::Pending => assert!(!u.idle()),
+                Decoded::Char(c) => return Ok((c, k + 1)),
+                Decoded::NotUtf8 => return Err(Some(1)),
+                Decoded::Again => return Err(Some(k)),
+            }
+        }
+        assert!(u.take(), "an open sequence is taken");
+        assert!(!u.take() && u.idle(), "and then nothing is open");
+        Err(None)
+    }
+
+    #[test]
+    fn what_ends_a_token() {
+        // A closing quote ends it, a letter does not.
+        assert!(ends_token("a”".as_bytes(), None));
+        assert!(!ends_token("aé".as_bytes(), Some(b'x')));
+        // A letter followed by a stray continuation byte: strays end it.
+        assert!(ends_token(&[0xC3, 0xA9, 0x80], None));
+        // Not UTF-8 whatever follows.
+        assert!(ends_token(&[b'a', 0xFF], None));
+        // Cut short: open until the next byte says otherwise; an escape
+        // may still complete it.
+        assert!(!ends_token(&[0xE3, 0x80], None));
+        assert!(!ends_token(&[0xE3, 0x80], Some(b'%')));
+        assert!(ends_token(&[0xE3, 0x80], Some(b'a')));
+
+        assert_eq!(breaks_at("”x".as_bytes()), Some(3));
+        assert_eq!(breaks_at("éx".as_bytes()), None);
+        assert_eq!(breaks_at(&[0xFF, b'a']), Some(1));
+        for e in [b'%', b'\\', b'&'] {
+            assert_eq!(breaks_at(&[0xFF, e]), None, "{}", e as char);
+        }
+        assert_eq!(breaks_at(&[0xE3, 0x80]), None);
+    }
+
+    #[test]
+    fn script_classes() {
+        // Han and Hangul are one class, across their 256-point blocks.
+        let cjk = script('\u{4E00}');
+        for c in ['\u{56FD}', '\u{9FFF}', '\u{AC00}', '\u{D7A3}'] {
+            assert_eq!(script(c), cjk, "{c}");
+        }
+        assert_eq!(kind('\u{56FD}'), Kind::Host);
+        assert_eq!(kind('\u{D7A3}'), Kind::Host);
+        // An unlisted script (Armenian, between Cyrillic and Arabic) is
+        // classed by its block, apart from its listed neighbours.
+        assert_eq!(script('\u{531}'), 0x100 + 5);
+        assert_eq!(script('\u{531}'), script('\u{561}'));
+        assert_ne!(script('\u{531}'), script('\u{434}'));
+    }
+}

@@ -329,3 +329,82 @@ fn byte_path_only_turns_the_fast_path_off() {
     assert!(Scanner::new().fast_path);
     assert!(!Scanner::new().byte_path_only().fast_path);
 }
+
+/// A UTF-8 BOM wins over a UTF-16 label; a lone low surrogate reads as
+/// U+FFFD, which ends a name as any non-name character does.
+#[test]
+fn utf16_edges() {
+    let mut s = Scanner::with_charset(Charset::Utf16Le);
+    assert_eq!(
+        fed(&mut s, &["\u{feff}see paste.example.com".as_bytes()]),
+        vec!["paste.example.com"]
+    );
+    let mut body = vec![0xFF, 0xFE];
+    for u in "paste.exa".encode_utf16() {
+        body.extend(u.to_le_bytes());
+    }
+    body.extend(0xDC00u16.to_le_bytes());
+    for u in "mple.com".encode_utf16() {
+        body.extend(u.to_le_bytes());
+    }
+    assert_eq!(scan_all(&body), vec!["mple.com"]);
+}
+
+/// The last label's check: known suffixes in any case or width, nothing
+/// longer than a label.
+#[test]
+fn known_suffixes() {
+    use super::judge::{known_suffix, plausible_bare};
+    for yes in ["com", "COM", "Org", "ｃｏｍ", "中国"] {
+        assert!(known_suffix(yes.as_bytes()), "{yes}");
+    }
+    for no in ["html", "js", "", "c0m"] {
+        assert!(!known_suffix(no.as_bytes()), "{no}");
+    }
+    assert!(!known_suffix("com".repeat(22).as_bytes()));
+    assert!(plausible_bare(b"docs.example.com"));
+    assert!(plausible_bare(b"docs.example.com..--"));
+    assert!(!plausible_bare(b"index.html"));
+    assert!(!plausible_bare(b"localhost"));
+}
+
+/// Tokens longer than any name, in every mix of scripts: a name glued to
+/// another script's text is found whatever the length; one glued to
+/// letters of its own script is part of a longer word.
+#[test]
+fn long_tokens() {
+    let r = |s: &str, n: usize| s.repeat(n);
+    const PASTE: &str = "paste.example.com";
+    let paste = PASTE;
+    let cases: Vec<(String, &[&str])> = vec![
+        (
+            r("a", 1100) + "请" + paste,
+            &[PASTE, "xn--paste-s48o.example.com"],
+        ),
+        (paste.to_string() + &r("请", 400), &[PASTE]),
+        (r("请", 400) + paste + &r("请", 400), &[PASTE]),
+        (r("a", 1100) + "。example。com", &[]),
+        (
+            r("请", 200) + &r("a", 700) + "请x.example.org",
+            &["x.example.org"],
+        ),
+        (r("сайт", 150) + "cyr.example.com", &["cyr.example.com"]),
+        (r("a.", 600) + "example.com", &[]),
+        ("http://".to_string() + &r("a", 1100) + ".example.com/", &[]),
+        (r("请", 300) + "。" + &r("a", 300) + ".example.com", &[]),
+        (r("é", 600) + paste, &[]),
+        (paste.to_string() + &r("é", 600), &[]),
+        (r("请", 100) + paste + &r("a", 1000) + "请", &[]),
+        ("//".to_string() + &r("请", 400) + paste, &[PASTE]),
+    ];
+    for (body, want) in cases {
+        let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        assert_eq!(scan_all(body.as_bytes()), want, "{:.60}…", body);
+        let b = body.as_bytes();
+        for cut in [1, 500, 1023, 1025, b.len() / 2, b.len() - 1] {
+            let mut s = Scanner::new().byte_path_only();
+            let got = fed_peeking(&mut s, &[&b[..cut], &b[cut..]], false);
+            assert_eq!(got, want, "cut {cut}");
+        }
+    }
+}
