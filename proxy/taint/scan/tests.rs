@@ -408,3 +408,44 @@ fn long_tokens() {
         }
     }
 }
+
+/// Inputs on which the property tests (at 10,000 cases) told a mutant
+/// from the scanner: a name completed after a peek in URL context, and
+/// bytes that are not UTF-8 right before non-ASCII names.
+#[test]
+fn inputs_the_properties_found() {
+    let mut s = Scanner::new();
+    let url = "//wide。example．org｡a".as_bytes();
+    assert_eq!(fed(&mut s, &[url]), vec!["wide.example.org.a"]);
+
+    let cyrillic = [
+        &b"https:\\/\\/json.example.org\\/p\xe3\x80"[..],
+        "сайтcyr.example.com bücher.de".as_bytes(),
+    ]
+    .concat();
+    let fullwidth = [
+        "\u{a0}nbsp.example.com，".as_bytes(),
+        b"\xc3",
+        "ｆｕｌｌ．ｅｘａｍｐｌｅ．ｃｏｍ“quoted.example.com”".as_bytes(),
+    ]
+    .concat();
+    let cases: [(Vec<u8>, &[&str]); 2] = [
+        (
+            cyrillic,
+            &[
+                "cyr.example.com",
+                "json.example.org",
+                "xn--bcher-kva.de",
+                "xn--cyr-5cd9b6bj.example.com",
+            ],
+        ),
+        (
+            fullwidth,
+            &["full.example.com", "nbsp.example.com", "quoted.example.com"],
+        ),
+    ];
+    for (body, want) in cases {
+        assert_eq!(scan_all(&body), want, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(slow_hosts(&body), want);
+    }
+}
