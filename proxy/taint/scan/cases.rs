@@ -492,3 +492,62 @@ const PRECISION: Cases = &[
 fn precision_table() {
     table(PRECISION);
 }
+
+/// Edges the mutation run showed untested: URL context and what may
+/// precede `//`, base64 after a URL label, script pieces in URL context,
+/// a combining mark after a name, and escapes followed by hex letters.
+const EDGES: Cases = &[
+    (
+        "IDN single label in a URL",
+        "http://bücher/x",
+        &["xn--bcher-kva"],
+    ),
+    (
+        "base64 after a label, then the label in a URL",
+        "//intranet+ //intranet/",
+        &["intranet"],
+    ),
+    (
+        "script pieces in URL context",
+        "//请paste/",
+        &["xn--df3a", "xn--paste-s48o"],
+    ),
+    (
+        "combining mark glued to a name",
+        "see x.example.com\u{301} now",
+        &["x.example.com"],
+    ),
+    ("URL label with a digit", "http://host1/", &["host1"]),
+    ("newline before //", "\n//intranet/", &["intranet"]),
+    ("control byte before //: binary", "\x01//intranet/", &[]),
+    (
+        "variation selector between slashes",
+        "/\u{FE00}/intranet/",
+        &["intranet"],
+    ),
+    (
+        "\\u escape then a hex letter",
+        r"a\u002eexample.com",
+        &["a.example.com"],
+    ),
+    (
+        "\\u{} escape then a hex letter",
+        r"a\u{2e}example.com",
+        &["a.example.com"],
+    ),
+    (
+        "hex reference without ; takes every hex digit",
+        "a&#x2eexample.com",
+        &["xn--axample-hce.com"],
+    ),
+    (
+        "decimal reference without ;",
+        "x&#46example.com",
+        &["x.example.com"],
+    ),
+];
+
+#[test]
+fn edges_table() {
+    table(EDGES);
+}

@@ -449,3 +449,18 @@ fn inputs_the_properties_found() {
         assert_eq!(slow_hosts(&body), want);
     }
 }
+
+/// The set of tokens already judged stays within its bound, however
+/// many distinct names a stream holds; every one is still reported.
+#[test]
+fn judged_tokens_are_bounded() {
+    let body: String = (0..SEEN_MAX + 500)
+        .map(|k| format!("h{k}.example.com "))
+        .collect();
+    let mut s = Scanner::new();
+    let mut n = 0;
+    s.feed(body.as_bytes(), &mut |_| n += 1);
+    s.finish(&mut |_| n += 1);
+    assert_eq!(n, SEEN_MAX + 500);
+    assert_eq!(s.seen.len(), SEEN_MAX);
+}
