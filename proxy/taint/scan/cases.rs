@@ -545,6 +545,43 @@ const EDGES: Cases = &[
         "x&#46example.com",
         &["x.example.com"],
     ),
+    ("& before an escape", "a&%2eexample.com", &["example.com"]),
+    (
+        "an entity name longer than any",
+        "x&aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa;a.example.com",
+        &["a.example.com"],
+    ),
+    (
+        "\\u{} with seven digits is no escape",
+        r"a\u{000002e}example.com",
+        &["example.com"],
+    ),
+    (
+        "\\u{} with six digits",
+        r"a\u{00002e}example.com",
+        &["a.example.com"],
+    ),
+    (
+        "&# then a letter is no reference",
+        "x&#a2e;example.com",
+        &["example.com"],
+    ),
+    (
+        "&#x then no hex digit",
+        "&#xyz.example.com",
+        &["xyz.example.com"],
+    ),
+    (
+        "reference cut by the end",
+        "paste.example.co&#109",
+        &["paste.example.com"],
+    ),
+    (
+        "percent escape cut by the end",
+        "paste.example.co%6d",
+        &["paste.example.com"],
+    ),
+    ("empty \\u{}", r"a\u{}b.example.com", &["b.example.com"]),
 ];
 
 #[test]
