@@ -395,11 +395,14 @@ fn long_tokens() {
         (r("é", 600) + paste, &[]),
         (paste.to_string() + &r("é", 600), &[]),
         (r("请", 100) + paste + &r("a", 1000) + "请", &[]),
+        (r("请", 100) + paste + &r("请", 400), &[PASTE]),
+        (r("请", 100) + paste + "。" + &r("a", 1100), &[]),
         ("//".to_string() + &r("请", 400) + paste, &[PASTE]),
     ];
     for (body, want) in cases {
         let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
         assert_eq!(scan_all(body.as_bytes()), want, "{:.60}…", body);
+        assert_eq!(slow_hosts(body.as_bytes()), want, "stepped: {:.60}…", body);
         let b = body.as_bytes();
         for cut in [1, 500, 1023, 1025, b.len() / 2, b.len() - 1] {
             let mut s = Scanner::new().byte_path_only();
@@ -463,4 +466,16 @@ fn judged_tokens_are_bounded() {
     s.finish(&mut |_| n += 1);
     assert_eq!(n, SEEN_MAX + 500);
     assert_eq!(s.seen.len(), SEEN_MAX);
+}
+
+/// A trailing token longer than a chunk's trigger-free rest is still
+/// carried into the next chunk (the byte path's `tail`).
+#[test]
+fn a_token_is_carried_across_a_long_trigger_free_chunk() {
+    let first = " ".repeat(1100) + "paste";
+    for scanner in [Scanner::new(), Scanner::new().byte_path_only()] {
+        let mut s = scanner;
+        let got = fed_peeking(&mut s, &[first.as_bytes(), b".example.com "], false);
+        assert_eq!(got, vec!["paste.example.com"]);
+    }
 }
