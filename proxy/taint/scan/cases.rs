@@ -582,6 +582,31 @@ const EDGES: Cases = &[
         &["paste.example.com"],
     ),
     ("empty \\u{}", r"a\u{}b.example.com", &["b.example.com"]),
+    (
+        "four-byte CJK glued to a name",
+        "see 𠀀paste.example.com",
+        &["paste.example.com", "xn--paste-tm55d.example.com"],
+    ),
+    (
+        "URL label after a leading mark: no name",
+        "//\u{301}abc/",
+        &[],
+    ),
+    (
+        "URL label before marks and base64",
+        "//abc\u{301}\u{301}+",
+        &["abc"],
+    ),
+    (
+        "a mark on the first of two joined names",
+        "a.example.com\u{301}...b.example.org",
+        &["b.example.org"],
+    ),
+    (
+        "joined names after CJK",
+        "请a.example.com...b.example.org",
+        &["a.example.com", "b.example.org", "xn--a-gk2d.example.com"],
+    ),
 ];
 
 #[test]
