@@ -9,7 +9,10 @@
 # the survivors again with 10,000 cases per property test, so a survivor
 # that only needs a rarer input is told from one that changes nothing.
 #
-#   tools/scan-mutants.sh [OUT_DIR]     (default target/scan-mutants)
+#   tools/scan-mutants.sh [OUT_DIR [cargo-mutants args…]]
+#
+# OUT_DIR defaults to target/scan-mutants; further arguments go to both
+# passes (`--list` to see the mutants, `-F judge` to run some).
 #
 # Survivors: OUT_DIR/mutants.out/missed.txt. Needs cargo-mutants
 # (`cargo install cargo-mutants`). Touches nothing outside OUT_DIR and a
@@ -61,6 +64,9 @@ exclude_globs = ["src/**/tests.rs", "src/taint/scan/cases.rs", "src/taint/scan/p
 TOML
 
 cd "$work"
-cargo mutants -f 'src/taint/scan/*.rs' -j 2 --timeout 6 -o "$out" || true
-PROPTEST_CASES=10000 cargo mutants -f 'src/taint/scan/*.rs' -j 2 --timeout 60 --iterate -o "$out" || true
-echo "survivors: $(wc -l < "$out/mutants.out/missed.txt") (list: $out/mutants.out/missed.txt)"
+shift || true
+cargo mutants -f 'src/taint/scan/*.rs' -j 2 --timeout 6 -o "$out" "$@" || true
+PROPTEST_CASES=10000 cargo mutants -f 'src/taint/scan/*.rs' -j 2 --timeout 60 --iterate -o "$out" "$@" || true
+if [ -f "$out/mutants.out/missed.txt" ]; then
+  echo "survivors: $(wc -l < "$out/mutants.out/missed.txt") (list: $out/mutants.out/missed.txt)"
+fi
