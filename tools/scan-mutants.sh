@@ -60,7 +60,7 @@ opt-level = 3
 TOML
 cat > "$work/.cargo/mutants.toml" <<'TOML'
 additional_cargo_test_args = ["--lib"]
-exclude_globs = ["src/**/tests.rs", "src/taint/scan/cases.rs", "src/taint/scan/properties.rs", "src/policy/**"]
+exclude_globs = ["src/**/tests.rs", "src/taint/scan/cases.rs", "src/taint/scan/edges.rs", "src/taint/scan/properties.rs", "src/policy/**"]
 TOML
 
 cd "$work"
