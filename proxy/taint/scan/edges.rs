@@ -118,6 +118,17 @@ const EDGES: Cases = &[
         "请a.example.com...b.example.org",
         &["a.example.com", "b.example.org", "xn--a-gk2d.example.com"],
     ),
+    (
+        "a URL label before an ellipsis and base64",
+        "http://intranet...x+",
+        &["intranet"],
+    ),
+    (
+        "a bare // label before an ellipsis",
+        "see //intranet...x= ok",
+        &["intranet"],
+    ),
+    ("empty \\u{} before //", r"\u{}//intranet/", &["intranet"]),
 ];
 
 #[test]

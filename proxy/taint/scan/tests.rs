@@ -397,6 +397,15 @@ fn long_tokens() {
         (r("请", 100) + paste + &r("a", 1000) + "请", &[]),
         (r("请", 100) + paste + &r("请", 400), &[PASTE]),
         (r("请", 100) + paste + "。" + &r("a", 1100), &[]),
+        // From a review of the mutation run's survivors.
+        (" ".to_string() + &r("a", 1100) + ".example.com rest", &[]),
+        (r("a", 1100) + "%2e请" + paste + " rest", &[PASTE]),
+        (r("a", 1100) + "&#46;请" + paste + " rest", &[PASTE]),
+        (r("请", 400) + "." + paste + " rest", &[]),
+        (
+            r("请", 170) + "д" + &r("a", 600) + "..." + paste + " rest",
+            &[PASTE],
+        ),
         ("//".to_string() + &r("请", 400) + paste, &[PASTE]),
     ];
     for (body, want) in cases {
@@ -478,4 +487,13 @@ fn a_token_is_carried_across_a_long_trigger_free_chunk() {
         let got = fed_peeking(&mut s, &[first.as_bytes(), b".example.com "], false);
         assert_eq!(got, vec!["paste.example.com"]);
     }
+}
+
+/// A URL token peeked and then ended is judged once in its context: the
+/// peek does not add the bare reading of it.
+#[test]
+fn a_peeked_url_token_is_not_judged_again_bare() {
+    let mut s = Scanner::new();
+    let got = fed_peeking(&mut s, &["http://x.example.comé/".as_bytes()], true);
+    assert_eq!(got, vec!["x.example.xn--com-dma"]);
 }
