@@ -80,7 +80,7 @@ pub async fn run(listener: Bound, shared: Arc<Shared>, scope: Scope) {
             _ = shared.shutdown.cancelled() => break,
             a = crate::listener::accept(&listener) => a,
         };
-        let Ok(crate::listener::Accepted { stream, .. }) = accepted else {
+        let Ok(crate::listener::Accepted { stream, client, .. }) = accepted else {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         };
@@ -88,9 +88,10 @@ pub async fn run(listener: Bound, shared: Arc<Shared>, scope: Scope) {
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let shared = shared.clone();
+                let client = client.clone();
                 async move {
                     Ok::<_, Infallible>(match scope {
-                        Scope::Full => route(&shared, req).await,
+                        Scope::Full => route(&shared, req, &client).await,
                         Scope::MetricsOnly => metrics_only(&shared, req),
                     })
                 }
@@ -128,7 +129,7 @@ fn metrics_only(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+async fn route(shared: &Arc<Shared>, req: Request<Incoming>, client: &str) -> Response<Body> {
     let path = req.uri().path().trim_end_matches('/').to_string();
     let method = req.method().clone();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -141,6 +142,18 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 Ok(summary) => text(StatusCode::OK, format!("reloaded: {summary}\n")),
                 Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
             }
+        }
+        ["tasks", id, "untaint"] => {
+            if method != Method::POST {
+                return method_not_allowed("POST");
+            }
+            let id = id.to_string();
+            let by = untaint_caller(req.headers(), client);
+            let body = match http_body_util::Limited::new(req.into_body(), 1024).collect().await {
+                Ok(b) => String::from_utf8_lossy(&b.to_bytes()).trim().to_string(),
+                Err(_) => return text(StatusCode::BAD_REQUEST, "send HOST or HOST/OWNER, at most 1 KiB\n"),
+            };
+            untaint(shared, &id, &body, &by)
         }
         ["tasks", id, verb @ ("allow" | "deny")] => {
             if method != Method::POST {
@@ -168,7 +181,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "routes: GET /healthz, /metrics, /tasks, /tasks/<id>/taint, /events[?task=ID]; POST /reload, /tasks/<id>/allow, /tasks/<id>/deny\n",
+            "routes: GET /healthz, /metrics, /tasks, /tasks/<id>/taint, /events[?task=ID]; POST /reload, /tasks/<id>/allow, /tasks/<id>/deny, /tasks/<id>/untaint\n",
         ),
     }
 }
@@ -231,6 +244,72 @@ fn answer(shared: &Shared, id: &str, verb: &str, body: &str) -> Response<Body> {
             ports.join(",")
         ),
     )
+}
+
+/// Who asked for an untaint: the admin client, and what the CLI says of
+/// itself (`Sluice-By`, printable ASCII, at most 100 bytes).
+fn untaint_caller(h: &http::HeaderMap, client: &str) -> String {
+    let said = h
+        .get("sluice-by")
+        .and_then(|v| v.to_str().ok())
+        .map(|s| {
+            s.chars()
+                .filter(|c| c.is_ascii_graphic() || *c == ' ')
+                .take(100)
+                .collect::<String>()
+        })
+        .filter(|s| !s.is_empty());
+    match said {
+        Some(s) => format!("admin API ({client}): {s}"),
+        None => format!("admin API ({client})"),
+    }
+}
+
+/// `POST /tasks/<id>/untaint` with `HOST` or `HOST/OWNER`: a person has
+/// checked a taint and clears it; `taint.jsonl` gets a line saying who and
+/// what it cleared.
+fn untaint(shared: &Shared, id: &str, body: &str, by: &str) -> Response<Body> {
+    let Some(rt) = shared.task_runtime(id) else {
+        return text(StatusCode::NOT_FOUND, format!("no task {id:?}\n"));
+    };
+    let key = match untaint_key(body) {
+        Ok(k) => k,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{body:?}: {e}\n")),
+    };
+    match rt.taint.untaint(&key, by, &shared.log) {
+        Some(p) => {
+            rt.metrics.taint_hosts.set(rt.taint.len() as i64);
+            tracing::info!(task = id, key = %key, by, "untainted {key} (it was {p})");
+            text(
+                StatusCode::OK,
+                format!("untainted {key} for task {id} (it was {p}); a response that names it again taints it again\n"),
+            )
+        }
+        None => text(
+            StatusCode::NOT_FOUND,
+            format!("{key} is not tainted for task {id}; see the set with: sluice report --taint --task {id}\n"),
+        ),
+    }
+}
+
+/// `HOST` or `HOST/OWNER`, normalised as the store keeps it.
+fn untaint_key(body: &str) -> Result<String, String> {
+    let (host, owner) = match body.split_once('/') {
+        Some((h, o)) => (h, Some(o)),
+        None => (body, None),
+    };
+    let host = match crate::policy::target::normalize_host(host) {
+        Ok(crate::policy::Host::Name(n)) => n,
+        Ok(crate::policy::Host::Ip(ip)) => ip.to_string(),
+        Err(e) => return Err(e.to_string()),
+    };
+    match owner {
+        None => Ok(host),
+        Some(o) => match crate::policy::owners::Owner::from_segment(o) {
+            crate::policy::owners::Owner::Named(o) => Ok(format!("{host}/{o}")),
+            _ => Err("the owner is one path segment: letters, digits, -, _ or .".into()),
+        },
+    }
 }
 
 /// `GET /events`: a server-sent-events stream of access rows as they are
@@ -364,7 +443,12 @@ fn taint(shared: &Shared, id: &str) -> Option<serde_json::Value> {
         rt.taint
             .list()
             .into_iter()
-            .map(|(host, p)| json!({ "host": host, "source": &*p.source, "ts": &*p.at }))
+            .map(|(key, p)| match key.split_once('/') {
+                Some((host, owner)) => {
+                    json!({ "host": host, "owner": owner, "source": &*p.source, "ts": &*p.at })
+                }
+                None => json!({ "host": key, "source": &*p.source, "ts": &*p.at }),
+            })
             .collect()
     };
     Some(json!({

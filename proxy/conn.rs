@@ -264,6 +264,7 @@ async fn plan_tunnel(
         &hh,
         intercept.is_none(),
         "CONNECT",
+        None,
     )
     .await;
     let (admission, verdict) = match verdict.split() {

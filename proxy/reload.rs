@@ -349,13 +349,13 @@ fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usiz
             return true;
         };
         let taint = if opaque {
-            rt.taint.state(host, &task.taint)
+            rt.taint.state(host, None, &task.taint)
         } else {
             TaintState::Clean
         };
         // The same decision a tunnel meets when it registers.
         let rules = rt.asks.effective(&task.rules);
-        policy::decide_open(&rules, &target, addr, &own, &taint, opaque).is_deny()
+        policy::decide_open(&rules, &target, addr, &own, &taint, opaque, &task.id).is_deny()
     })
 }
 

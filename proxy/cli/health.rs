@@ -1,4 +1,5 @@
-//! `sluice healthcheck`, `sluice allow` and `sluice deny`: ask a running
+//! `sluice healthcheck`, `sluice allow`, `sluice deny` and `sluice
+//! untaint`: ask a running
 //! sluice's admin API (`/healthz` also on the metrics listener) — for
 //! container HEALTHCHECKs and probes, and for a person answering
 //! `allow_mode = "ask"`. A blocking client of a few lines; must not start
@@ -29,10 +30,30 @@ pub(super) fn call(
     path: &str,
     body: &str,
 ) -> Result<(u16, String), String> {
+    call_with(addr, method, path, body, "")
+}
+
+/// [`call`] saying who asks (`Sluice-By`, when not empty).
+fn call_with(
+    addr: &config::ListenAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+    by: &str,
+) -> Result<(u16, String), String> {
     use std::io::Read;
     let timeout = std::time::Duration::from_secs(3);
+    let by: String = by
+        .chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .collect();
+    let by = if by.is_empty() {
+        String::new()
+    } else {
+        format!("Sluice-By: {by}\r\n")
+    };
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n{by}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let mut answer = Vec::new();
@@ -88,6 +109,35 @@ pub(super) fn answer(
         "the config has no [admin] listen: sluice allow and deny answer through the admin API",
     )?;
     let (status, body) = call(addr, "POST", &format!("/tasks/{task}/{verb}"), dest)?;
+    if status == 200 {
+        Ok(body)
+    } else {
+        Err(body.trim().to_string())
+    }
+}
+
+/// `sluice untaint`: removes a taint from a running task through the
+/// admin API, saying who asks (`Sluice-By`).
+pub(super) fn untaint(snap: &Snapshot, task: Option<&str>, name: &str) -> Result<String, String> {
+    let addr = snap
+        .admin
+        .as_ref()
+        .ok_or("the config has no [admin] listen: sluice untaint asks the admin API")?;
+    let task = match task {
+        Some(t) => t.to_string(),
+        None if snap.tasks.len() == 1 => snap.tasks[0].id.clone(),
+        None => {
+            let ids: Vec<&str> = snap.tasks.iter().map(|t| t.id.as_str()).collect();
+            return Err(format!(
+                "the config has several tasks; name one with --task ({})",
+                ids.join(", ")
+            ));
+        }
+    };
+    let uid = rustix::process::getuid().as_raw();
+    let user = std::env::var("USER").unwrap_or_default();
+    let by = format!("sluice untaint, uid {uid} {user}");
+    let (status, body) = call_with(addr, "POST", &format!("/tasks/{task}/untaint"), name, &by)?;
     if status == 200 {
         Ok(body)
     } else {

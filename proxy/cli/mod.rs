@@ -74,6 +74,10 @@ pub enum Command {
         /// taint provenance) to FILE.
         #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "allow_list"])]
         html: Option<PathBuf>,
+        /// Every tainted name with where it was named (with --json: as a
+        /// JSON array), not only those on the allow-list.
+        #[arg(long, conflicts_with_all = ["allow_list", "rows", "follow", "html"])]
+        taint: bool,
     },
     /// Run one command with sluice as its only way out, then print what it
     /// reached: sluice exec --allow registry.npmjs.org -- npm install.
@@ -120,6 +124,10 @@ pub enum Command {
     /// waiting on HOST[:PORT], withdraw any grant, and refuse it without
     /// asking until it is allowed.
     Deny(AnswerArgs),
+    /// Remove a tainted host (or an owner, HOST/OWNER) from a running
+    /// task's taint set after a person has checked it; taint.jsonl keeps
+    /// a line saying who removed what.
+    Untaint(UntaintArgs),
     /// The command's last step inside `sluice exec` (started by exec).
     #[command(hide = true)]
     ExecLaunch {
@@ -265,6 +273,7 @@ pub fn execute(cli: Cli) -> ExitCode {
             rows,
             follow,
             html,
+            taint,
         } => report(
             &state,
             task.as_deref(),
@@ -275,6 +284,7 @@ pub fn execute(cli: Cli) -> ExitCode {
                 rows,
                 follow,
                 html,
+                taint,
             },
         ),
         Command::Exec {
@@ -300,6 +310,7 @@ pub fn execute(cli: Cli) -> ExitCode {
         Command::ExecLaunch { command } => crate::exec::launch::main(command),
         Command::Allow(a) => answer(a.config, &a.task, "allow", &a.destination),
         Command::Deny(a) => answer(a.config, &a.task, "deny", &a.destination),
+        Command::Untaint(a) => untaint(a),
         Command::Check { config } => {
             printed(config::load(config.as_deref(), 1).map(|s| check_report(&s)))
         }
@@ -335,6 +346,38 @@ fn answer(config: Option<PathBuf>, task: &str, verb: &str, dest: &str) -> ExitCo
             ExitCode::from(1)
         }
     }
+}
+
+/// `sluice untaint`: through the running sluice's admin API.
+fn untaint(a: UntaintArgs) -> ExitCode {
+    match config::load(a.config.as_deref(), 1)
+        .map_err(|e| e.to_string())
+        .and_then(|s| health::untaint(&s, a.task.as_deref(), &a.name))
+    {
+        Ok(said) => {
+            print!("{said}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice untaint: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `sluice untaint`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct UntaintArgs {
+    /// The config sluice runs with (its [admin] listen is asked).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The task (default: the config's only task).
+    #[arg(long)]
+    task: Option<String>,
+    /// The tainted host, or HOST/OWNER for an owner on a multi-tenant host
+    /// (github.com/acme), as `sluice report --taint` lists it.
+    #[arg(value_name = "HOST[/OWNER]")]
+    name: String,
 }
 
 /// `sluice allow` and `sluice deny`'s arguments.

@@ -14,6 +14,7 @@ pub(super) struct ReportOutput {
     pub rows: bool,
     pub follow: bool,
     pub html: Option<PathBuf>,
+    pub taint: bool,
 }
 
 /// Prints the message and gives the exit code.
@@ -80,10 +81,38 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
     if o.allow_list {
         return allow_lines(&dir, task, &rows);
     }
+    let tasks: Vec<String> = match crate::report::task_dirs(&dir, task) {
+        Ok(t) => t.into_iter().map(|(name, _)| name).collect(),
+        Err(_) => Vec::new(),
+    };
+    if o.taint && o.json {
+        let all: Vec<_> = tasks
+            .iter()
+            .map(|t| serde_json::json!({"task": t, "taint": crate::report::taint::taint_set(&dir, t)}))
+            .collect();
+        return print_json(&all);
+    }
     if o.json {
         return print_json(&rows);
     }
-    print!("{}", crate::report::table(&rows));
+    // The destinations a task may reach are those it was allowed to.
+    let allowed = |h: &str| {
+        rows.iter()
+            .any(|d| d.host == h && d.allowed + d.tunnels > 0)
+    };
+    if !o.taint {
+        print!("{}", crate::report::table(&rows));
+    }
+    let all_rows = crate::report::rows(&dir, task, since);
+    for line in crate::report::taint::would_deny_lines(&all_rows) {
+        println!("{line}");
+    }
+    for t in &tasks {
+        print!(
+            "{}",
+            crate::report::taint::section(&dir, t, &allowed, o.taint)
+        );
+    }
     ExitCode::SUCCESS
 }
 

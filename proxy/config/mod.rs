@@ -53,6 +53,22 @@ pub struct TaintSettings {
     /// every later upload to that API, and a host naming itself gives the
     /// agent nothing it did not already choose.
     pub self_taint: SelfTaint,
+    /// Multi-tenant hosts, tainted per owner (SPEC §4).
+    pub by_owner: crate::policy::owners::ByOwner,
+    /// Hosts that count as one site for `self` (a registry and its file
+    /// hosts): host → the group's first host.
+    pub related: std::collections::HashMap<String, String>,
+}
+
+impl TaintSettings {
+    /// Is `name` the host that served a response, or one of its site?
+    pub fn same_site(&self, name: &str, served_by: &str) -> bool {
+        name == served_by
+            || matches!(
+                (self.related.get(name), self.related.get(served_by)),
+                (Some(a), Some(b)) if a == b
+            )
+    }
 }
 
 pub use crate::policy::SelfTaint;

@@ -104,6 +104,11 @@ pub struct RawTaint {
     /// served it; `"taint"`: it does.
     #[serde(rename = "self")]
     pub self_: Option<S<String>>,
+    /// Multi-tenant hosts tainted per owner (default: the code forges).
+    pub by_owner: Option<Vec<S<String>>>,
+    /// Groups of hosts that count as one site: a response from one does
+    /// not taint the others (default: each registry with its file hosts).
+    pub related: Option<Vec<Vec<S<String>>>>,
 }
 
 /// A key the config does not know, and where it is written.

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use ipnet::IpNet;
 
-use crate::policy::target::parse_authority;
+use crate::policy::target::{normalize_host, parse_authority};
 use crate::policy::{AllowList, AllowMode, Host, TaintMode, TaskRules};
 
 use super::raw::{RawTaint, RawTask, S};
@@ -253,6 +253,8 @@ impl Validator<'_> {
             max_hosts: 100_000,
             max_scan_bytes: 64 * 1024 * 1024,
             self_taint: SelfTaint::Exclude,
+            by_owner: crate::policy::owners::ByOwner::default_families(),
+            related: related_groups(&default_related()),
         };
         let Some(rt) = raw else { return taint };
         taint.mode = self.taint_mode(rt.mode.as_ref(), id);
@@ -265,6 +267,30 @@ impl Validator<'_> {
             taint.max_scan_bytes,
         );
         taint.self_taint = self.self_taint(rt.self_.as_ref(), id);
+        if let Some(list) = &rt.by_owner {
+            let hosts = self.host_list(list, &key(id, "taint.by_owner"));
+            // Config order, for `check` and the docs.
+            let mut roots: Vec<String> = Vec::new();
+            for item in list {
+                if let Ok(Host::Name(n)) = normalize_host(item.get_ref()) {
+                    if hosts.contains(&n) && !roots.contains(&n) {
+                        roots.push(n);
+                    }
+                }
+            }
+            taint.by_owner = crate::policy::owners::ByOwner::from_roots(&roots);
+        }
+        if let Some(groups) = &rt.related {
+            let mut named = Vec::new();
+            for (i, g) in groups.iter().enumerate() {
+                let k = key(id, &format!("taint.related[{i}]"));
+                let hosts = self.host_list(g, &k);
+                let mut group: Vec<String> = hosts.into_iter().collect();
+                group.sort();
+                named.push(group);
+            }
+            taint.related = related_groups(&named);
+        }
         taint
     }
 
@@ -326,4 +352,40 @@ fn allow_hint(written: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// `[task.taint] related`'s default: each package registry with the hosts
+/// its metadata names for its own files, so an install does not taint
+/// the registry's own web and download hosts.
+pub fn default_related() -> Vec<Vec<String>> {
+    const GROUPS: &[&[&str]] = &[
+        &[
+            "registry.npmjs.org",
+            "registry.yarnpkg.com",
+            "www.npmjs.com",
+            "npmjs.com",
+        ],
+        &["pypi.org", "files.pythonhosted.org", "pypi.python.org"],
+        &["crates.io", "index.crates.io", "static.crates.io"],
+        &["proxy.golang.org", "sum.golang.org"],
+        &["rubygems.org", "index.rubygems.org"],
+        &["repo.maven.apache.org", "repo1.maven.org"],
+    ];
+    GROUPS
+        .iter()
+        .map(|g| g.iter().map(|h| h.to_string()).collect())
+        .collect()
+}
+
+/// Host → the first host of its group (a host in two groups joins the
+/// first).
+fn related_groups(groups: &[Vec<String>]) -> std::collections::HashMap<String, String> {
+    let mut map = std::collections::HashMap::new();
+    for g in groups {
+        let Some(first) = g.first() else { continue };
+        for h in g {
+            map.entry(h.clone()).or_insert_with(|| first.clone());
+        }
+    }
+    map
 }

@@ -91,7 +91,7 @@ fn run_in(o: &Options, state: &Path, started: &str) -> Result<ExitCode, String> 
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
     let code = rt.block_on(serve_and_run(o, snapshot, state, &by_handle))?;
     drop(rt);
-    print_report(o, state, &by_handle, &task.id, started);
+    print_report(o, state, &by_handle, &task, started);
     drop(held);
     Ok(code)
 }
@@ -256,7 +256,14 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
 /// The report of the run (what `sluice report --since START` prints for
 /// its state: a reused state folder holds earlier runs too), where each
 /// taint came from, and with `--learn` the allow line.
-fn print_report(o: &Options, state: &Path, by_handle: &Path, task: &str, started: &str) {
+fn print_report(
+    o: &Options,
+    state: &Path,
+    by_handle: &Path,
+    config: &crate::config::TaskConfig,
+    started: &str,
+) {
+    let task = config.id.as_str();
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         // Whatever the command left the terminal in (hidden text, say).
         eprint!("\x1b[0m");
@@ -273,10 +280,18 @@ fn print_report(o: &Options, state: &Path, by_handle: &Path, task: &str, started
             return;
         }
     };
-    eprint!("{}", crate::report::table(&rows));
-    for line in crate::report::taint_lines(by_handle, task) {
+    // What taint changes comes first: the tainted names the command may
+    // reach, with where they were named; the rest is a count.
+    let allowed = |h: &str| config.rules.allow.names(h);
+    eprint!(
+        "{}",
+        crate::report::taint::section(by_handle, task, &allowed, false)
+    );
+    let raw = crate::report::rows(by_handle, Some(task), Some(started));
+    for line in crate::report::taint::would_deny_lines(&raw) {
         eprintln!("{line}");
     }
+    eprint!("{}", crate::report::table(&rows));
     if o.learn {
         let line = crate::report::allow_list(&rows, task);
         if line == "allow = []\n" {

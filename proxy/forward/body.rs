@@ -84,6 +84,8 @@ pub(super) struct Scan {
     pub(super) source: Arc<str>,
     /// The host that served it (by default never tainted by itself).
     pub(super) served_by: Arc<str>,
+    /// What it has tainted so far, and holds.
+    pub(super) tally: crate::exchange::Tally,
 }
 
 /// A response body relayed to the client: scans it for host names before
@@ -160,21 +162,35 @@ pub(super) struct Stalled(std::time::Duration);
 impl RelayBody {
     fn scan_chunk(&mut self, data: &[u8]) {
         if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
-            let hosts = scan.body.feed(data);
-            if !hosts.is_empty() {
-                f.ctx
-                    .taint(&scan.task, hosts, &scan.source, &scan.served_by);
+            let fed = scan.body.feed(data);
+            if !fed.names.is_empty() || !fed.pending.is_empty() || scan.tally.holds() {
+                let (task, source) = (&scan.task, &scan.source);
+                f.ctx.taint(
+                    task,
+                    &mut scan.tally,
+                    fed.names,
+                    fed.pending,
+                    source,
+                    &scan.served_by,
+                );
             }
         }
     }
 
     /// Trailers are headers too: scanned like the response's.
     fn scan_trailers(&mut self, trailers: &http::HeaderMap) {
-        if let (Some(scan), Some(f)) = (self.scan.as_ref(), self.finish.as_ref()) {
-            let hosts = super::scan_headers(trailers);
+        if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
+            let hosts = super::scan_headers(trailers, scan.task.taint.by_owner.scan_hosts());
             if !hosts.is_empty() {
-                f.ctx
-                    .taint(&scan.task, hosts, &scan.source, &scan.served_by);
+                let (task, source) = (&scan.task, &scan.source);
+                f.ctx.taint(
+                    task,
+                    &mut scan.tally,
+                    hosts,
+                    Vec::new(),
+                    source,
+                    &scan.served_by,
+                );
             }
         }
     }
@@ -182,10 +198,16 @@ impl RelayBody {
     fn finish(&mut self, complete: bool) {
         if let (Some(mut scan), Some(f)) = (self.scan.take(), self.finish.as_ref()) {
             let (hosts, skipped) = scan.body.finish();
-            if !hosts.is_empty() {
-                f.ctx
-                    .taint(&scan.task, hosts, &scan.source, &scan.served_by);
-            }
+            let (task, source) = (&scan.task, &scan.source);
+            f.ctx.taint(
+                task,
+                &mut scan.tally,
+                hosts,
+                Vec::new(),
+                source,
+                &scan.served_by,
+            );
+            f.ctx.taint_done(&mut scan.tally, &scan.source);
             if let Some(why) = skipped {
                 tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan: {why}");
             }

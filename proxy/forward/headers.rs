@@ -7,7 +7,8 @@ use http::{Request, Uri, Version};
 
 use crate::exchange::remove_prefixed;
 use crate::policy::Target;
-use crate::taint::body::BodyScanner;
+use crate::taint::body::{BodyScanner, OwnerHosts};
+use crate::taint::scan::Named;
 use crate::upstream::{Sender, UpBody};
 
 /// Headers that describe one hop, never forwarded.
@@ -81,23 +82,23 @@ pub fn source_url(scheme: &str, target: &Target, path: &str) -> String {
 
 /// The scanner for a response body: its Content-Encoding lines (undone in
 /// reverse order) and charset decide how the bytes are decoded for it.
-pub(super) fn body_scanner(h: &HeaderMap, limit: u64) -> BodyScanner {
+pub(super) fn body_scanner(h: &HeaderMap, limit: u64, owners: OwnerHosts) -> BodyScanner {
     let encodings: Vec<&[u8]> = h
         .get_all(header::CONTENT_ENCODING)
         .iter()
         .map(|v| v.as_bytes())
         .collect();
     let content_type = h.get(header::CONTENT_TYPE).map(|v| v.as_bytes());
-    BodyScanner::for_response(&encodings, content_type, limit)
+    BodyScanner::reading_owners(&encodings, content_type, limit, owners)
 }
 
 /// Host names in a response's headers: every header, not only the
 /// URL-bearing ones (a name in `X-Next: paste.example.com` is read by
 /// whoever reads the headers). Trailers are scanned by the body relay.
-pub(crate) fn scan_headers(h: &HeaderMap) -> Vec<String> {
+pub(crate) fn scan_headers(h: &HeaderMap, owners: OwnerHosts) -> Vec<Named> {
     // One scanner for every value (a newline between two ends any name),
     // not one per header: this runs on every response.
-    let mut scanner = crate::taint::scan::Scanner::new();
+    let mut scanner = crate::taint::scan::Scanner::new().with_owner_hosts(owners);
     let mut out = Vec::new();
     for v in h.values() {
         scanner.feed(v.as_bytes(), &mut |n| out.push(n));

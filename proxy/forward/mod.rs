@@ -135,7 +135,18 @@ pub async fn relay(
     let body = ex.body || (req.version() == Version::HTTP_2 && !req.body().is_end_stream());
     let mut ex = Exchange { body, ..ex };
     let (shared, host_header, method) = (&ctx.shared, &out.host_header, ex.method.as_str());
-    let verdict = admit(shared, &ctx.task, task, target, host_header, body, method).await;
+    let path = ex.path.as_deref();
+    let verdict = admit(
+        shared,
+        &ctx.task,
+        task,
+        target,
+        host_header,
+        body,
+        method,
+        path,
+    )
+    .await;
     let (admitted, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => {
@@ -275,15 +286,25 @@ fn respond_with(
         let path = back.path.split('?').next().unwrap_or("/");
         let source: Arc<str> = source_url(back.origin.scheme, back.target, path).into();
         let served_by: Arc<str> = back.target.host.to_string().into();
-        let named = scan_headers(&rparts.headers);
+        let owners = back.task.taint.by_owner.scan_hosts();
+        let named = scan_headers(&rparts.headers, owners.clone());
+        let mut tally = crate::exchange::Tally::default();
         if !named.is_empty() {
-            ctx.taint(back.task, named, &source, &served_by);
+            ctx.taint(
+                back.task,
+                &mut tally,
+                named,
+                Vec::new(),
+                &source,
+                &served_by,
+            );
         }
         Scan {
-            body: body_scanner(&rparts.headers, back.task.taint.max_scan_bytes),
+            body: body_scanner(&rparts.headers, back.task.taint.max_scan_bytes, owners),
             task: back.task.clone(),
             source,
             served_by,
+            tally,
         }
     });
     let switching = rparts.status == StatusCode::SWITCHING_PROTOCOLS;

@@ -10,6 +10,8 @@
 //! every address, taint) → dial exactly the [`CheckedAddr`]s returned.
 
 pub mod addr;
+pub mod names;
+pub mod owners;
 pub mod target;
 mod tunnel;
 pub mod verdict;
@@ -144,38 +146,6 @@ pub enum SelfTaint {
     Taint,
 }
 
-/// Does a host name the scanner found in a response join the task's taint
-/// set? Only a name someone could reach: one under a public suffix with a
-/// label before it (`paste.example.com`; a private-section suffix such as
-/// `httpbin.org` is itself a reachable host), or one that some task's
-/// allow-list names (`intranet`, `registry.internal`). Not the host that
-/// served the response (unless `self = "taint"`). Noise — a single label
-/// from a base64 string, `domain.tld` from an example — stays out, so the
-/// set keeps room and its provenance stays readable. Exemptions are the
-/// store's to apply.
-pub fn worth_tainting(
-    name: &str,
-    served_by: &str,
-    self_taint: SelfTaint,
-    allowed_somewhere: impl Fn(&str) -> bool,
-) -> bool {
-    if self_taint == SelfTaint::Exclude && name == served_by {
-        return false;
-    }
-    reachable_name(name) || allowed_somewhere(name)
-}
-
-/// Is `name` under a known public suffix, with a label before it (or
-/// itself a private-section suffix, which names a real host)?
-fn reachable_name(name: &str) -> bool {
-    match psl::suffix(name.as_bytes()) {
-        Some(s) if s.is_known() => {
-            s.typ() == Some(psl::Type::Private) || s.as_bytes().len() < name.len()
-        }
-        _ => false,
-    }
-}
-
 /// The set of exact `host:port` pairs a task may reach.
 #[derive(Clone, Debug, Default)]
 pub struct AllowList {
@@ -246,7 +216,15 @@ impl fmt::Display for Provenance {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TaintState {
     Clean,
-    Tainted(Provenance),
+    /// `key` is tainted: the target host, or an owner on its multi-tenant
+    /// family (`github.com/acme`). `exact`: the key is the request's own
+    /// (its host, or the owner its path names); else the path names no
+    /// owner sluice can read and `key` is one of the family's owners.
+    Tainted {
+        key: String,
+        by: Provenance,
+        exact: bool,
+    },
     /// The taint set is full: every non-exempt host counts as tainted.
     Overflow,
 }
@@ -420,6 +398,8 @@ pub struct Facts<'a> {
     pub taint: &'a TaintState,
     /// Does the request (or opaque tunnel) carry a body?
     pub carries_body: bool,
+    /// The task's id, for the sentence's hint.
+    pub task: &'a str,
 }
 
 /// Classifies every resolved address, then applies taint:
@@ -485,13 +465,10 @@ pub fn decide_addresses(
     if facts.carries_body && rules.taint_mode != TaintMode::Off {
         let tainted = match facts.taint {
             TaintState::Clean => None,
-            TaintState::Tainted(p) => Some(Refusal {
+            TaintState::Tainted { key, by, exact } => Some(Refusal {
                 rule: Rule::UntrustedTarget,
-                reason: format!(
-                    "{} is tainted ({p}) and the request carries a body",
-                    target.host
-                ),
-                tainted_by: Some(p.clone()),
+                reason: taint_sentence(&target.host, key, by, *exact, facts.task),
+                tainted_by: Some(by.clone()),
             }),
             TaintState::Overflow => Some(Refusal::new(
                 Rule::UntrustedTarget,
@@ -520,6 +497,22 @@ pub fn decide_addresses(
         ),
         Err(why) => Verdict::Deny(Refusal::new(Rule::DnsFailed, why)),
     }
+}
+
+/// The sentence of an `untrusted-target` refusal, with how to clear the
+/// taint once a person has looked.
+fn taint_sentence(host: &Host, key: &str, by: &Provenance, exact: bool, task: &str) -> String {
+    let what = if exact {
+        format!("{key} is tainted ({by}) and the request carries a body")
+    } else {
+        format!(
+            "the path names no owner of {host} that sluice can read, and {key} is tainted ({by}): \
+             a body to such a path could reach any owner"
+        )
+    };
+    format!(
+        "{what}; if a person has checked {key}, clear it with: sluice untaint --task {task} {key}"
+    )
 }
 
 fn own_refusal(target: &Target, sa: SocketAddr) -> Refusal {

@@ -247,7 +247,11 @@ fn address_table() {
     let mut private_ok = rules(&["pkgs.example.com"]);
     private_ok.allow_private = vec!["127.0.0.0/8".parse().unwrap()];
     let clean = TaintState::Clean;
-    let tainted = TaintState::Tainted(prov());
+    let tainted = TaintState::Tainted {
+        key: "pkgs.example.com".into(),
+        by: prov(),
+        exact: true,
+    };
     let sa = |s: &str| -> SocketAddr { s.parse().unwrap() };
     type Case<'a> = (
         &'a str,
@@ -428,7 +432,15 @@ fn taint_shadow_allows_with_would_deny() {
         &r,
         &t,
         &ips(&["93.184.216.34"]),
-        facts(&OwnAddrs::default(), &TaintState::Tainted(prov()), true),
+        facts(
+            &OwnAddrs::default(),
+            &TaintState::Tainted {
+                key: "pkgs.example.com".into(),
+                by: prov(),
+                exact: true,
+            },
+            true,
+        ),
         Verdict::Allow(()),
     );
     match d {
@@ -443,7 +455,15 @@ fn taint_shadow_allows_with_would_deny() {
         &r,
         &t,
         &ips(&["93.184.216.34"]),
-        facts(&OwnAddrs::default(), &TaintState::Tainted(prov()), true),
+        facts(
+            &OwnAddrs::default(),
+            &TaintState::Tainted {
+                key: "pkgs.example.com".into(),
+                by: prov(),
+                exact: true,
+            },
+            true,
+        ),
         Verdict::Allow(()),
     );
     assert!(matches!(d, Verdict::Allow(_)));
@@ -454,6 +474,19 @@ fn rule_all_is_in_declaration_order() {
     for (i, r) in Rule::ALL.iter().enumerate() {
         assert_eq!(*r as usize, i, "{}", r.as_str());
     }
+}
+
+/// The old question, through [`names::taint_key`]: a URL-context name,
+/// no multi-tenant hosts.
+fn worth_tainting(
+    name: &str,
+    served_by: &str,
+    mode: SelfTaint,
+    allowed: impl Fn(&str) -> bool,
+) -> bool {
+    let n = names::Named::new(name, names::Seen::Url);
+    let own = |h: &str| mode == SelfTaint::Exclude && h == served_by;
+    names::taint_key(&n, own, &owners::ByOwner::none(), allowed).is_some()
 }
 
 #[test]
@@ -568,6 +601,7 @@ fn facts<'a>(own: &'a OwnAddrs, taint: &'a TaintState, carries_body: bool) -> Fa
         own,
         taint,
         carries_body,
+        task: "build",
     }
 }
 

@@ -96,6 +96,7 @@ pub fn decide_open(
     own: &OwnAddrs,
     taint: &TaintState,
     opaque: bool,
+    task: &str,
 ) -> Verdict {
     let name = decide_name(rules, target, &HostHeader::Absent);
     let resolution = match target.host {
@@ -106,6 +107,7 @@ pub fn decide_open(
         own,
         taint,
         carries_body: opaque,
+        task,
     };
     decide_addresses(rules, target, &resolution, facts, name).map(|_| ())
 }
@@ -343,7 +345,11 @@ mod tests {
             source: "http://docs.example.com/".into(),
             at: "now".into(),
         };
-        let tainted = TaintState::Tainted(p);
+        let tainted = TaintState::Tainted {
+            key: "pkgs.example.com".into(),
+            by: p,
+            exact: true,
+        };
         let addr: SocketAddr = "127.0.0.1:443".parse().unwrap();
         let mut own = OwnAddrs::default();
         own.add_listener("127.0.0.1:3128".parse().unwrap());
@@ -406,7 +412,7 @@ mod tests {
             ),
         ];
         for (what, r, target, taint, opaque, want) in cases {
-            let got = match decide_open(&r, &target, addr, &own, &taint, opaque) {
+            let got = match decide_open(&r, &target, addr, &own, &taint, opaque, "build") {
                 Verdict::Allow(()) => "ok",
                 Verdict::WouldDeny(..) => "would",
                 Verdict::Deny(refusal) => refusal.rule.as_str(),

@@ -15,6 +15,7 @@ use crate::log::{AccessRecord, Kind};
 pub mod follow;
 pub mod html;
 mod table;
+pub mod taint;
 use crate::policy::verdict;
 pub use table::{aligned, compact_time, human_bytes, table, LEGEND};
 
@@ -139,30 +140,14 @@ fn access_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The hosts of a task folder's taint set (owner taints by their root).
 fn tainted_hosts(dir: &Path) -> HashSet<String> {
-    std::fs::read_to_string(dir.join("taint.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["host"].as_str().map(String::from))
-        .collect()
-}
-
-/// Where each of a task's tainted hosts was named, one line each:
-/// `tainted: HOST (named by URL at TIME)`.
-pub fn taint_lines(state_dir: &Path, task: &str) -> Vec<String> {
-    std::fs::read_to_string(state_dir.join("tasks").join(task).join("taint.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| {
-            let host = v["host"].as_str()?;
-            Some(format!(
-                "tainted: {host} (named by {} at {})",
-                v["source"].as_str().unwrap_or("?"),
-                v["ts"].as_str().unwrap_or("?")
-            ))
-        })
+    let path = dir.join("taint.jsonl");
+    let (store, _, _) = crate::taint::TaintStore::load("", &path, usize::MAX);
+    store
+        .list()
+        .into_iter()
+        .map(|(k, _)| k.split('/').next().unwrap_or(&k).to_string())
         .collect()
 }
 
@@ -265,19 +250,15 @@ fn dir_rows(dir: &Path, since: Option<&str>) -> Vec<AccessRecord> {
     out
 }
 
-/// Where each tainted host of a task folder was named: (host, source, ts).
+/// Where each taint of a task folder was named: (host or `root/owner`,
+/// source, ts).
 fn taint_of(dir: &Path) -> Vec<html::TaintLine> {
-    std::fs::read_to_string(dir.join("taint.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| {
-            Some((
-                v["host"].as_str()?.to_string(),
-                v["source"].as_str().unwrap_or("?").to_string(),
-                v["ts"].as_str().unwrap_or("?").to_string(),
-            ))
-        })
+    let path = dir.join("taint.jsonl");
+    let (store, _, _) = crate::taint::TaintStore::load("", &path, usize::MAX);
+    store
+        .list()
+        .into_iter()
+        .map(|(k, p)| (k, p.source.to_string(), p.at.to_string()))
         .collect()
 }
 

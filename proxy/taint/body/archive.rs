@@ -3,8 +3,8 @@
 //! scanned and its compressed bytes are not.
 //!
 //! Must not: hold back more than the three bytes that may start a magic
-//! number (none of them can start a host name, so no name is reported
-//! late), buffer a member, or open archives deeper than
+//! number (three bytes hold no whole name, so no name is reported late),
+//! buffer a member, or open archives deeper than
 //! [`MAX_ARCHIVE_DEPTH`].
 //!
 //! A plain tar is only known at byte 262 (`ustar` at 257): until then its
@@ -55,6 +55,52 @@ enum Kind {
     Gzip,
     Zip,
     Text,
+    /// An executable, an image, a font, a compressed stream sluice does
+    /// not open: only URLs in its printable strings count.
+    Binary,
+}
+
+/// Magic numbers of binary content (SPEC §9): executables (ELF, PE,
+/// Mach-O and fat Mach-O or Java classes, wasm), images (PNG, JPEG, GIF,
+/// RIFF/WebP, ICO), fonts (WOFF, WOFF2, TrueType, OpenType) and PDF.
+/// `.node` addons are ELF, PE or Mach-O. Compressed streams sluice does
+/// not open stay scanned raw as before: a stored block is plain text.
+const BINARY_MAGIC: &[&[u8]] = &[
+    b"\x7fELF",
+    b"MZ",
+    b"\xfe\xed\xfa\xce",
+    b"\xfe\xed\xfa\xcf",
+    b"\xce\xfa\xed\xfe",
+    b"\xcf\xfa\xed\xfe",
+    b"\xca\xfe\xba\xbe",
+    b"\0asm",
+    b"\x89PNG",
+    b"\xff\xd8\xff",
+    b"GIF8",
+    b"RIFF",
+    b"\0\0\x01\0",
+    b"wOFF",
+    b"wOF2",
+    b"\0\x01\0\0",
+    b"OTTO",
+    b"%PDF",
+];
+
+/// Is `head` (up to four bytes) the start of binary content? None while
+/// more bytes could still tell.
+fn binary(head: &[u8]) -> Option<bool> {
+    let mut undecided = false;
+    for m in BINARY_MAGIC {
+        let n = m.len().min(head.len());
+        if head[..n] != m[..n] {
+            continue;
+        }
+        if head.len() >= m.len() {
+            return Some(true);
+        }
+        undecided = true;
+    }
+    (!undecided).then_some(false)
 }
 
 impl Content {
@@ -137,7 +183,7 @@ impl Content {
     /// The stream ended: flush what was held, end open members.
     pub(super) fn finish(&mut self, sink: &mut Sink) -> Flow {
         match self {
-            // Too short to be an archive.
+            // Too short to be an archive or binary.
             Content::Sniff(s) => sink.text(&s.head[..s.len]),
             Content::Text(_) => Ok(()),
             Content::Gzip(g) => g.finish(sink),
@@ -180,6 +226,10 @@ fn open(kind: Kind, depth: u8, sink: &mut Sink) -> Content {
             probe: (depth < MAX_ARCHIVE_DEPTH).then(Vec::new),
             depth,
         }),
+        Kind::Binary => {
+            sink.binary();
+            Content::Text(Text { probe: None, depth })
+        }
     }
 }
 
@@ -196,7 +246,11 @@ impl Sniff {
             [0x1f, 0x8b, ..] => Some(Kind::Gzip),
             [b'P', ..] if head.len() < ZIP.len() && ZIP.starts_with(head) => None,
             [b'P', ..] if head == ZIP => Some(Kind::Zip),
-            _ => Some(Kind::Text),
+            _ => match binary(head) {
+                None if self.len < self.head.len() => None,
+                Some(true) => Some(Kind::Binary),
+                _ => Some(Kind::Text),
+            },
         }
     }
 }

@@ -56,7 +56,9 @@ mod corpus;
 #[cfg(test)]
 mod tests;
 
-use super::scan::Scanner;
+use std::sync::Arc;
+
+use super::scan::{Named, Scanner};
 use archive::Content;
 use codec::{Broke, Layer, LayerError};
 use coding::Coding;
@@ -75,9 +77,22 @@ pub const WINDOW_BUDGET_LOG: u32 = 23;
 /// Which text encoding the scanner reads (from the Content-Type charset).
 pub use super::scan::Charset;
 
+/// The multi-tenant hosts whose paths the scanner reads.
+pub type OwnerHosts = Option<Arc<[Box<str>]>>;
+
 /// A scanner for a new text stream (see [`Charset`]).
-fn scanner_for(charset: Charset) -> Scanner {
-    Scanner::with_charset(charset)
+fn scanner_for(charset: Charset, owners: &OwnerHosts) -> Scanner {
+    Scanner::with_charset(charset).with_owner_hosts(owners.clone())
+}
+
+/// What a chunk of a body named: names whose last byte has been scanned,
+/// and the names in progress at the chunk's end (`pending`: a prefix may
+/// still grow, as `github.co` does into `github.com`, so these are held
+/// as taints only until the next chunk).
+#[derive(Debug, Default)]
+pub struct Fed {
+    pub names: Vec<Named>,
+    pub pending: Vec<Named>,
 }
 
 /// Why the body was not scanned exactly as its encoding describes: it was
@@ -145,17 +160,19 @@ pub(super) struct Sink {
     /// The body's text charset, for the top-level stream (and its raw
     /// fallback).
     body_charset: Charset,
-    found: Vec<String>,
+    owners: OwnerHosts,
+    found: Vec<Named>,
     scanned: u64,
     limit: u64,
     skipped: Option<Skipped>,
 }
 
 impl Sink {
-    fn new(limit: u64, body_charset: Charset) -> Sink {
+    fn new(limit: u64, body_charset: Charset, owners: OwnerHosts) -> Sink {
         Sink {
-            scanner: scanner_for(body_charset),
+            scanner: scanner_for(body_charset, &owners),
             body_charset,
+            owners,
             found: Vec::new(),
             scanned: 0,
             limit,
@@ -180,7 +197,14 @@ impl Sink {
     /// a new one: a name never joins across two members or a fallback.
     fn restart(&mut self, charset: Charset) {
         self.end();
-        self.scanner = scanner_for(charset);
+        self.scanner = scanner_for(charset, &self.owners);
+    }
+
+    /// The current stream is binary content: only URL-context names in it
+    /// count from here on (nothing of it was scanned yet).
+    fn binary(&mut self) {
+        let s = std::mem::take(&mut self.scanner);
+        self.scanner = s.urls_only(true);
     }
 
     /// Ends the current text stream.
@@ -189,10 +213,11 @@ impl Sink {
         self.scanner.finish(&mut |h| found.push(h));
     }
 
-    /// Reports the name in progress at the end of a chunk.
-    fn peek(&mut self) {
-        let found = &mut self.found;
-        self.scanner.peek(&mut |h| found.push(h));
+    /// The names in progress at the end of a chunk.
+    fn peek(&mut self) -> Vec<Named> {
+        let mut pending = Vec::new();
+        self.scanner.peek(&mut |h| pending.push(h));
+        pending
     }
 
     /// Records why the body was not scanned as described: the first
@@ -226,7 +251,18 @@ impl BodyScanner {
         content_type: Option<&[u8]>,
         limit: u64,
     ) -> BodyScanner {
-        let mut sink = Sink::new(limit, charset_of(content_type));
+        BodyScanner::reading_owners(encodings, content_type, limit, None)
+    }
+
+    /// [`BodyScanner::for_response`] that also reads the path after the
+    /// multi-tenant hosts `owners` (`Named::path`).
+    pub fn reading_owners(
+        encodings: &[&[u8]],
+        content_type: Option<&[u8]>,
+        limit: u64,
+        owners: OwnerHosts,
+    ) -> BodyScanner {
+        let mut sink = Sink::new(limit, charset_of(content_type), owners);
         let codings = parse_codings(encodings, &mut sink);
         let windowed = codings.iter().filter(|c| c.windowed()).count();
         // Split the window budget evenly: 8 MiB for one, 4 MiB each for
@@ -258,20 +294,23 @@ impl BodyScanner {
         BodyScanner::for_response(&values, None, limit)
     }
 
-    /// Scans a chunk of the body as sent; returns host names found so far
-    /// (including the one in progress at the end of the chunk).
-    pub fn feed(&mut self, chunk: &[u8]) -> Vec<String> {
+    /// Scans a chunk of the body as sent; returns the names it completed
+    /// and those in progress at its end.
+    pub fn feed(&mut self, chunk: &[u8]) -> Fed {
         if !self.stopped && run(&mut self.layers, &mut self.content, &mut self.sink, chunk).is_err()
         {
             self.stop();
         }
-        self.sink.peek();
-        std::mem::take(&mut self.sink.found)
+        let pending = self.sink.peek();
+        Fed {
+            names: std::mem::take(&mut self.sink.found),
+            pending,
+        }
     }
 
     /// Ends the body: returns the last names, and why the body was not
     /// scanned exactly as encoded, if it was not.
-    pub fn finish(&mut self) -> (Vec<String>, Option<Skipped>) {
+    pub fn finish(&mut self) -> (Vec<Named>, Option<Skipped>) {
         if !self.stopped && finish_all(&mut self.layers, &mut self.content, &mut self.sink).is_err()
         {
             self.stop();

@@ -8,6 +8,7 @@
 //! Pure state machine: no I/O, no allocation.
 
 use super::entities;
+use super::Named;
 use super::Scanner;
 
 /// Longest entity name read (the longest HTML one has 31 letters).
@@ -86,7 +87,7 @@ impl Scanner {
     /// One byte through the unescaping front end. Plain ASCII outside an
     /// escape or a UTF-8 sequence (most bytes stepped) is handled inline.
     #[inline(always)]
-    pub(super) fn step(&mut self, b: u8, found: &mut impl FnMut(String)) {
+    pub(super) fn step(&mut self, b: u8, found: &mut impl FnMut(Named)) {
         if matches!(self.escape, Escape::Plain) && !ESCAPE_START[b as usize] {
             self.emit(b, found);
         } else {
@@ -96,7 +97,7 @@ impl Scanner {
 
     /// A decoded byte, with the common ASCII cases inline.
     #[inline(always)]
-    fn emit(&mut self, b: u8, found: &mut impl FnMut(String)) {
+    fn emit(&mut self, b: u8, found: &mut impl FnMut(Named)) {
         if b < 0x80 && self.utf8.idle() && self.ascii(b, found) {
             return;
         }
@@ -106,7 +107,7 @@ impl Scanner {
     /// A byte that starts an escape or goes on with one: the common cases
     /// (an escape starts; JSON's `\/`) inline, the rest out of line.
     #[inline(always)]
-    fn escaped(&mut self, b: u8, found: &mut impl FnMut(String)) {
+    fn escaped(&mut self, b: u8, found: &mut impl FnMut(Named)) {
         match (self.escape, b) {
             (Escape::Plain, b'%') => self.escape = Escape::Percent { first: 0 },
             (Escape::Plain, b'\\') => self.escape = Escape::Backslash { hi: 0 },
@@ -120,7 +121,7 @@ impl Scanner {
     }
 
     #[inline(never)]
-    fn escaped_rare(&mut self, b: u8, found: &mut impl FnMut(String)) {
+    fn escaped_rare(&mut self, b: u8, found: &mut impl FnMut(Named)) {
         match self.escape {
             Escape::Plain => match b {
                 b'%' => self.escape = Escape::Percent { first: 0 },
@@ -166,7 +167,7 @@ impl Scanner {
     }
 
     /// `%XX` and `\xHH`: two hex digits make one byte.
-    fn two_hex(&mut self, first: u8, b: u8, found: &mut impl FnMut(String)) {
+    fn two_hex(&mut self, first: u8, b: u8, found: &mut impl FnMut(Named)) {
         let percent = matches!(self.escape, Escape::Percent { .. });
         match (hex(first), hex(b)) {
             (Some(h), Some(l)) if first != 0 => {
@@ -188,7 +189,7 @@ impl Scanner {
     }
 
     /// Passes on an unfinished `%X` or `\xH` as the bytes it was.
-    fn fail_two_hex(&mut self, percent: bool, first: u8, found: &mut impl FnMut(String)) {
+    fn fail_two_hex(&mut self, percent: bool, first: u8, found: &mut impl FnMut(Named)) {
         self.escape = Escape::Plain;
         if percent {
             self.byte(b'%', found);
@@ -202,7 +203,7 @@ impl Scanner {
     }
 
     #[inline]
-    fn backslash(&mut self, hi: u16, b: u8, found: &mut impl FnMut(String)) {
+    fn backslash(&mut self, hi: u16, b: u8, found: &mut impl FnMut(Named)) {
         let unicode = |upper| Escape::Unicode {
             n: 0,
             val: 0,
@@ -231,7 +232,7 @@ impl Scanner {
         }
     }
 
-    fn unicode(&mut self, b: u8, found: &mut impl FnMut(String)) {
+    fn unicode(&mut self, b: u8, found: &mut impl FnMut(Named)) {
         let Escape::Unicode {
             n,
             val,
@@ -280,7 +281,7 @@ impl Scanner {
     }
 
     /// Passes on an unfinished `\u…` as the bytes it was.
-    fn fail_unicode(&mut self, found: &mut impl FnMut(String)) {
+    fn fail_unicode(&mut self, found: &mut impl FnMut(Named)) {
         let Escape::Unicode {
             n,
             val,
@@ -307,7 +308,7 @@ impl Scanner {
     }
 
     /// A decoded `\u` code point, pairing UTF-16 surrogates.
-    fn code_point(&mut self, val: u32, hi: u16, found: &mut impl FnMut(String)) {
+    fn code_point(&mut self, val: u32, hi: u16, found: &mut impl FnMut(Named)) {
         self.escape = Escape::Plain;
         if hi != 0 {
             if (0xDC00..=0xDFFF).contains(&val) {
@@ -325,7 +326,7 @@ impl Scanner {
     }
 
     /// `&#NNN;` and `&#xHH;` (the `;` may be missing, as browsers allow).
-    fn numeric(&mut self, x: u8, n: u8, val: u32, b: u8, found: &mut impl FnMut(String)) {
+    fn numeric(&mut self, x: u8, n: u8, val: u32, b: u8, found: &mut impl FnMut(Named)) {
         let base = if x == 0 { 10 } else { 16 };
         match (b as char).to_digit(base) {
             None if n == 0 && x == 0 && (b == b'x' || b == b'X') => {
@@ -351,7 +352,7 @@ impl Scanner {
 
     /// Emits a numeric reference, or the bytes of `&#`/`&#x` with no
     /// digits after them.
-    fn end_numeric(&mut self, x: u8, n: u8, val: u32, found: &mut impl FnMut(String)) {
+    fn end_numeric(&mut self, x: u8, n: u8, val: u32, found: &mut impl FnMut(Named)) {
         self.escape = Escape::Plain;
         if n > 0 {
             self.emit_char(reference(val), found);
@@ -367,7 +368,7 @@ impl Scanner {
     /// A named reference ended by `term` (None: the stream ended). As in
     /// browsers: the full name with `;`, else the longest legacy name it
     /// starts with (`&nbspx` is U+00A0 and `x`), else the bytes as they were.
-    fn named(&mut self, len: usize, term: Option<u8>, found: &mut impl FnMut(String)) {
+    fn named(&mut self, len: usize, term: Option<u8>, found: &mut impl FnMut(Named)) {
         self.escape = Escape::Plain;
         let name = self.entity;
         let name = &name[..len];
@@ -400,7 +401,7 @@ impl Scanner {
 
     /// Ends the stream inside an escape: what can be decoded is, the rest
     /// is passed on as it was.
-    pub(super) fn finish_escape(&mut self, found: &mut impl FnMut(String)) {
+    pub(super) fn finish_escape(&mut self, found: &mut impl FnMut(Named)) {
         match self.escape {
             Escape::Plain => {}
             Escape::Percent { first } => self.fail_two_hex(true, first, found),
@@ -426,7 +427,7 @@ impl Scanner {
     }
 
     /// A decoded character, as UTF-8 bytes through the decoder.
-    fn emit_char(&mut self, c: char, found: &mut impl FnMut(String)) {
+    fn emit_char(&mut self, c: char, found: &mut impl FnMut(Named)) {
         let mut buf = [0u8; 4];
         for &x in c.encode_utf8(&mut buf).as_bytes() {
             self.byte(x, found);

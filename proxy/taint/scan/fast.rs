@@ -13,7 +13,7 @@
 
 use super::classify::{classify, WIDTH};
 use super::judge::known_suffix;
-use super::Scanner;
+use super::{Named, Scanner};
 
 /// Speed only, never results: when this path passed fewer than `SHORT`
 /// bytes before a stop (binary, non-ASCII text, dense escapes), the next
@@ -43,7 +43,7 @@ impl Scanner {
         &mut self,
         chunk: &[u8],
         mut i: usize,
-        found: &mut impl FnMut(String),
+        found: &mut impl FnMut(Named),
     ) -> (usize, usize) {
         debug_assert!(!self.busy() && !self.tok.active && !self.prev.slashes());
         let from = i;
@@ -76,16 +76,23 @@ impl Scanner {
                 let s = 64 - (nonhost & below(d)).leading_zeros();
                 let e = d + (nonhost >> d).trailing_zeros();
                 let (s, e) = (s as usize, e as usize);
+                let before = if s > 0 { w[s - 1] } else { self.prev.last() };
                 if matches!(w[e - 1], b'.' | b'-' | b'_') {
                     // `plausible_bare` trims trailing `.-_` first, which
                     // moves the last label: the long way.
-                    self.judge_ascii(&w[s..e], w[e], found);
+                    self.judge_ascii(&w[s..e], before, w[e], found);
                 } else {
                     // The last label starts after the last dot below `e`.
                     let last = 64 - (m.dot & below(e as u32)).leading_zeros() as usize;
                     if known_suffix(&w[last..e]) {
-                        self.judge_known(&w[s..e], w[e], found);
+                        self.judge_known(&w[s..e], before, w[e], found);
                     }
+                }
+                if self.cap.is_some() {
+                    // A path to read after `w[e]` (a `/`): the byte path's.
+                    let end = i + e + 1;
+                    self.prev.extend(&chunk[i..end]);
+                    return (end, end + 1);
                 }
                 dots &= !below(e as u32);
             }

@@ -8,14 +8,25 @@
 //! domain with a known public suffix and a label before it. Pure.
 
 use super::chars::Scripts;
-use super::{Scanner, SEEN_MAX};
+use super::{Named, Scanner, Seen, SEEN_MAX};
+use crate::policy::names::bare_evidence;
 use crate::policy::target::normalize_host;
 use crate::policy::Host;
+
+/// Where a candidate sits: in URL context, the bytes before and after it,
+/// and whether only URL-context names count (binary content).
+#[derive(Clone, Copy)]
+struct Ctx {
+    url: bool,
+    before: u8,
+    term: u8,
+    urls_only: bool,
+}
 
 impl Scanner {
     /// Judges the token in progress (once per distinct token and
     /// context in a stream).
-    pub(super) fn judge_token(&mut self, url: bool, term: u8, found: &mut impl FnMut(String)) {
+    pub(super) fn judge_token(&mut self, url: bool, term: u8, found: &mut impl FnMut(Named)) {
         let tok = &mut self.tok;
         let cheap_no = if tok.wide {
             !url && memchr::memchr(b'.', &tok.buf).is_none()
@@ -28,24 +39,38 @@ impl Scanner {
     }
 
     /// Judges the token in progress, known to be plausible.
-    pub(super) fn judge_plausible(&mut self, url: bool, term: u8, found: &mut impl FnMut(String)) {
+    pub(super) fn judge_plausible(&mut self, url: bool, term: u8, found: &mut impl FnMut(Named)) {
         let tok = &mut self.tok;
-        // The key: the token, its context, and whether base64 goes on
-        // after it (which drops a URL-context single label).
+        // The key: the token and everything its judgement depends on: its
+        // context, whether base64 goes on after it (which drops a
+        // URL-context single label), and the bytes around it.
         tok.buf
             .push(u8::from(url) | u8::from(base64_goes_on(term)) << 1);
+        tok.buf.push(tok.before);
+        tok.buf.push(term);
         let known = self.seen.contains(&tok.buf);
         if !known && self.seen.len() < SEEN_MAX {
             self.seen.insert(tok.buf.clone());
         }
-        tok.buf.pop();
-        if known {
-            return;
+        tok.buf.truncate(tok.buf.len() - 3);
+        if !known {
+            self.judge_fresh(url, term, found);
         }
+    }
+
+    /// Judges the token in progress, whether or not it was judged before.
+    pub(super) fn judge_fresh(&mut self, url: bool, term: u8, found: &mut impl FnMut(Named)) {
+        let tok = &self.tok;
+        let ctx = Ctx {
+            url,
+            before: tok.before,
+            term,
+            urls_only: self.urls_only,
+        };
         if tok.wide {
-            judge_wide(&tok.buf, url, term, found);
+            judge_wide(&tok.buf, ctx, found);
         } else {
-            names(&tok.buf, url, term, found);
+            names(&tok.buf, ctx, found);
         }
     }
 
@@ -55,10 +80,16 @@ impl Scanner {
         text: &[u8],
         url: bool,
         term: u8,
-        found: &mut impl FnMut(String),
+        found: &mut impl FnMut(Named),
     ) {
         if url || memchr::memchr(b'.', text).is_some() {
-            judge_wide(text, url, term, found);
+            let ctx = Ctx {
+                url,
+                before: 0,
+                term,
+                urls_only: self.urls_only,
+            };
+            judge_wide(text, ctx, found);
         }
     }
 }
@@ -66,15 +97,26 @@ impl Scanner {
 /// A token with non-ASCII characters: whole, then by pieces where the
 /// script changes, then (if nothing counted yet) by ASCII runs, so a name
 /// glued to text in another script is found (`请访问paste.example.com`).
-fn judge_wide(text: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) {
-    let mut any = names(text, url, term, found);
+fn judge_wide(text: &[u8], ctx: Ctx, found: &mut impl FnMut(Named)) {
+    let mut any = names(text, ctx, found);
     let mut start = 0;
     Scripts::default().read(text, |b| {
-        any |= names(&text[start..b], url && start == 0, 0, found);
+        let piece = Ctx {
+            url: ctx.url && start == 0,
+            before: if start == 0 { ctx.before } else { 0 },
+            term: 0,
+            ..ctx
+        };
+        any |= names(&text[start..b], piece, found);
         start = b;
     });
     if start > 0 {
-        any |= names(&text[start..], false, term, found);
+        let last = Ctx {
+            url: false,
+            before: 0,
+            ..ctx
+        };
+        any |= names(&text[start..], last, found);
     }
     if any {
         return;
@@ -89,8 +131,13 @@ fn judge_wide(text: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) 
             .iter()
             .position(|&b| b >= 0x80)
             .map_or(text.len(), |e| i + e);
-        let term = if end == text.len() { term } else { 0 };
-        names(&text[i..end], url && i == 0, term, found);
+        let run = Ctx {
+            url: ctx.url && i == 0,
+            before: if i == 0 { ctx.before } else { 0 },
+            term: if end == text.len() { ctx.term } else { 0 },
+            ..ctx
+        };
+        names(&text[i..end], run, found);
         i = end;
     }
 }
@@ -98,15 +145,16 @@ fn judge_wide(text: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) 
 /// Reports the names in a candidate; true if there was one. An ellipsis
 /// joins names ("see a.example.com...b.example.org"): each piece is
 /// judged, and only the first keeps the URL context.
-fn names(t: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) -> bool {
-    if !url && !plausible_bare(t) {
+fn names(t: &[u8], ctx: Ctx, found: &mut impl FnMut(Named)) -> bool {
+    if !ctx.url && !plausible_bare(t) {
         return false;
     }
     if memchr::memmem::find(t, b"..").is_none() {
-        return name(t, url, term, found);
+        return name(t, ctx, found);
     }
     let mut any = false;
-    let mut url = url;
+    let mut url = ctx.url;
+    let mut before = ctx.before;
     let mut start = 0;
     let mut i = 0;
     while i <= t.len() {
@@ -114,9 +162,16 @@ fn names(t: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) -> bool 
             i += 1;
             continue;
         }
-        let term = if i == t.len() { term } else { b'.' };
-        any |= name(&t[start..i], url, term, found);
+        let term = if i == t.len() { ctx.term } else { b'.' };
+        let piece = Ctx {
+            url,
+            before,
+            term,
+            ..ctx
+        };
+        any |= name(&t[start..i], piece, found);
         url = false;
+        before = 0;
         while i < t.len() && t[i] == b'.' {
             i += 1;
         }
@@ -133,9 +188,9 @@ const JOINERS: [&[u8]; 2] = ["\u{200c}".as_bytes(), "\u{200d}".as_bytes()];
 
 /// Reports the name `t` is, if any; with ZWNJ/ZWJ in it, both as written
 /// (IDNA keeps them after a virama) and without them (as a reader sees it).
-fn name(t: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) -> bool {
+fn name(t: &[u8], ctx: Ctx, found: &mut impl FnMut(Named)) -> bool {
     let mut any = false;
-    if let Some(h) = host_of(t, url, term) {
+    if let Some(h) = host_of(t, ctx) {
         found(h);
         any = true;
     }
@@ -146,7 +201,7 @@ fn name(t: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) -> bool {
                 plain.drain(at..at + j.len());
             }
         }
-        if let Some(h) = host_of(&plain, url, term) {
+        if let Some(h) = host_of(&plain, ctx) {
             found(h);
             any = true;
         }
@@ -154,8 +209,14 @@ fn name(t: &[u8], url: bool, term: u8, found: &mut impl FnMut(String)) -> bool {
     any
 }
 
-/// Is this token a host name? Returns it normalised.
-fn host_of(token: &[u8], url: bool, term: u8) -> Option<String> {
+/// Is this token a host name? Returns it normalised, with how it was
+/// written: in URL context, after `@`, or bare (and then whether it reads
+/// as a file name or code, `policy::names::bare_evidence`).
+fn host_of(token: &[u8], ctx: Ctx) -> Option<Named> {
+    let Ctx { url, term, .. } = ctx;
+    if ctx.urls_only && !url {
+        return None;
+    }
     let trim = |b: &u8| matches!(b, b'.' | b'-' | b'_');
     let start = token.iter().position(|b| !trim(b))?;
     let end = token.len() - token.iter().rev().position(|b| !trim(b))?;
@@ -165,7 +226,20 @@ fn host_of(token: &[u8], url: bool, term: u8) -> Option<String> {
     }
     let s = std::str::from_utf8(t).ok()?;
     match normalize_host(s) {
-        Ok(Host::Name(n)) if url || bare_domain(&n) => Some(n),
+        Ok(Host::Name(n)) if url => Some(Named::new(n, Seen::Url)),
+        Ok(Host::Name(n)) if bare_domain(&n) => {
+            // Trimmed bytes sit between the token and what is around it.
+            // One dot trimmed before is a relative import or a member
+            // (`.sansio.app`); an ellipsis before (`...example.com`) is prose.
+            let before = match start {
+                0 => ctx.before,
+                1 => token[0],
+                _ if token[start - 2] == b'.' => 0,
+                _ => token[start - 1],
+            };
+            let term = if end < token.len() { token[end] } else { term };
+            Some(Named::new(n, bare_evidence(t, before, term)))
+        }
         _ => None,
     }
 }

@@ -96,6 +96,7 @@
 //! [`normalize_host`]: crate::policy::target::normalize_host
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 mod chars;
 mod classify;
@@ -103,6 +104,7 @@ mod entities;
 mod escape;
 mod fast;
 mod judge;
+mod path;
 mod token;
 mod triggers;
 mod unicode;
@@ -115,6 +117,7 @@ mod properties;
 #[cfg(test)]
 mod tests;
 
+pub use crate::policy::names::{Named, Seen};
 pub use utf16::Charset;
 
 use chars::Utf8;
@@ -188,6 +191,13 @@ pub struct Scanner {
     /// Whether plain ASCII goes through the 64-byte fast path (`fast.rs`);
     /// off only to compare the two paths.
     fast_path: bool,
+    /// Multi-tenant hosts whose path is read (`path.rs`), if any.
+    owners: Option<path::OwnerHosts>,
+    /// The path being read after one of them.
+    cap: Option<path::Capture>,
+    /// Binary content (an executable, an image): only names in URL
+    /// context count.
+    urls_only: bool,
 }
 
 impl Default for Scanner {
@@ -213,7 +223,24 @@ impl Scanner {
             prev: Prev::default(),
             seen: HashSet::default(),
             fast_path: true,
+            owners: None,
+            cap: None,
+            urls_only: false,
         }
+    }
+
+    /// Reads the path after these (normalised) hosts, so that their names
+    /// come with it (`Named::path`): the multi-tenant hosts of SPEC §4.
+    pub fn with_owner_hosts(mut self, hosts: Option<Arc<[Box<str>]>>) -> Self {
+        self.owners = hosts.filter(|h| !h.is_empty());
+        self
+    }
+
+    /// Only names in URL context count: the text is the printable strings
+    /// of binary content (an executable, an image, a font).
+    pub fn urls_only(mut self, on: bool) -> Self {
+        self.urls_only = on;
+        self
     }
 
     /// The same scanner with the 64-byte fast path off: every byte goes
@@ -228,7 +255,7 @@ impl Scanner {
 
     /// Scans one chunk. `found` receives normalised host names; the same
     /// name may be reported more than once.
-    pub fn feed(&mut self, chunk: &[u8], found: &mut impl FnMut(String)) {
+    pub fn feed(&mut self, chunk: &[u8], found: &mut impl FnMut(Named)) {
         match self.front {
             Front::Bytes => self.feed_bytes(chunk, found),
             _ => self.feed_front(chunk, found),
@@ -237,21 +264,34 @@ impl Scanner {
 
     /// Reports the name in progress without ending it, if it is already a
     /// bare domain with a known public suffix (see the module notes).
-    pub fn peek(&mut self, found: &mut impl FnMut(String)) {
+    /// What it reports is held, not kept (the name may still grow), so
+    /// it is not remembered as judged: the token is judged again when it
+    /// ends.
+    pub fn peek(&mut self, found: &mut impl FnMut(Named)) {
         if self.tok.active && !self.tok.overlong {
-            self.judge_token(false, 0, found);
+            let tok = &self.tok;
+            let plausible = if tok.wide {
+                memchr::memchr(b'.', &tok.buf).is_some()
+            } else {
+                judge::plausible_bare(&tok.buf)
+            };
+            if plausible {
+                self.judge_fresh(false, 0, found);
+            }
         }
+        self.peek_capture(found);
     }
 
     /// Ends the stream: reads out any escape, sequence or held bytes left
     /// and reports the last token.
-    pub fn finish(&mut self, found: &mut impl FnMut(String)) {
+    pub fn finish(&mut self, found: &mut impl FnMut(Named)) {
         self.finish_front(found);
         self.finish_escape(found);
         self.finish_utf8(found);
         if self.tok.active {
             self.end_token(0, found);
         }
+        self.end_capture(false, found);
     }
 
     /// Is a multi-byte unit (an escape or a UTF-8 sequence) open?
@@ -265,7 +305,7 @@ impl Scanner {
     /// it, or an escape or a non-ASCII dot that may give one. So the
     /// scanner jumps with memchr from one such trigger to the next and
     /// steps byte by byte only through the token around a trigger.
-    fn feed_bytes(&mut self, chunk: &[u8], found: &mut impl FnMut(String)) {
+    fn feed_bytes(&mut self, chunk: &[u8], found: &mut impl FnMut(Named)) {
         let n = chunk.len();
         let mut i = 0;
         let mut next = Triggers::new(chunk);
@@ -296,14 +336,19 @@ impl Scanner {
                 }
                 continue;
             }
-            // Right after `//` a URL host may follow, dot or not.
-            if self.prev.slashes() {
+            // Right after `//` a URL host may follow, dot or not; after a
+            // multi-tenant host, its path is read.
+            if self.prev.slashes() || self.cap.is_some() {
                 self.step(chunk[i], found);
                 i += 1;
                 continue;
             }
             if i >= fast_from {
                 (i, fast_from) = self.fast(chunk, i, found);
+                if self.cap.is_some() {
+                    // A path to read: the byte path's, from here.
+                    continue;
+                }
             }
             let Some(p) = next.find(chunk, i) else {
                 self.tail(&chunk[i..], found);
@@ -320,7 +365,7 @@ impl Scanner {
         chunk: &[u8],
         i: usize,
         p: usize,
-        found: &mut impl FnMut(String),
+        found: &mut impl FnMut(Named),
     ) -> usize {
         // The token around the trigger starts after the last non-host
         // byte. A `/` starts nothing: outside a token it only goes into
@@ -380,7 +425,7 @@ impl Scanner {
         i: usize,
         s: usize,
         p: usize,
-        found: &mut impl FnMut(String),
+        found: &mut impl FnMut(Named),
     ) -> Option<usize> {
         let e = p + chunk[p..]
             .iter()
@@ -396,7 +441,17 @@ impl Scanner {
         if e - s > MAX_TOKEN {
             return None;
         }
-        self.judge_ascii(&chunk[s..e], if last < 0x80 { last } else { 0 }, found);
+        let before = if s > i {
+            chunk[s - 1]
+        } else {
+            self.prev.last()
+        };
+        self.judge_ascii(
+            &chunk[s..e],
+            before,
+            if last < 0x80 { last } else { 0 },
+            found,
+        );
         self.prev.extend(&chunk[i..e]);
         self.prev.push(last);
         Some(e + len)
@@ -407,23 +462,27 @@ impl Scanner {
     /// bare names (file names, versions): they are rejected before they
     /// are copied.
     #[inline]
-    fn judge_ascii(&mut self, token: &[u8], term: u8, found: &mut impl FnMut(String)) {
+    fn judge_ascii(&mut self, token: &[u8], before: u8, term: u8, found: &mut impl FnMut(Named)) {
         if judge::plausible_bare(token) {
-            self.judge_known(token, term, found);
+            self.judge_known(token, before, term, found);
         }
     }
 
     /// Judges a bare ASCII token already known to be plausible.
     #[inline]
-    fn judge_known(&mut self, token: &[u8], term: u8, found: &mut impl FnMut(String)) {
-        self.tok.set_ascii(token);
-        self.judge_plausible(false, term, found);
+    fn judge_known(&mut self, token: &[u8], before: u8, term: u8, found: &mut impl FnMut(Named)) {
+        self.tok.set_ascii(token, before);
+        if term == b'/' && self.owners.is_some() {
+            self.judge_reading_path(false, term, found);
+        } else {
+            self.judge_plausible(false, term, found);
+        }
         self.tok.active = false;
     }
 
     /// The rest of a chunk holds no trigger: only a trailing token
     /// matters, as the start of one the next chunk may finish.
-    fn tail(&mut self, rest: &[u8], found: &mut impl FnMut(String)) {
+    fn tail(&mut self, rest: &[u8], found: &mut impl FnMut(Named)) {
         let mut s = rest.len();
         while s > 0 && HOST[rest[s - 1] as usize] && rest.len() - s <= MAX_TOKEN {
             s -= 1;
@@ -443,7 +502,7 @@ impl Scanner {
     /// when it is complete UTF-8 and nothing is open; returns where the
     /// next one starts.
     #[inline]
-    fn step_char(&mut self, bytes: &[u8], k: usize, found: &mut impl FnMut(String)) -> usize {
+    fn step_char(&mut self, bytes: &[u8], k: usize, found: &mut impl FnMut(Named)) -> usize {
         if bytes[k] >= 0x80 && !self.busy() {
             if let Some((c, len)) = chars::decode(&bytes[k..]) {
                 self.wide_char(c, found);
@@ -512,13 +571,24 @@ impl Prev {
     }
 }
 
-/// Scans a whole buffer (headers, tests).
+/// Scans a whole buffer (tests): every host found, however written.
 pub fn scan_all(bytes: &[u8]) -> Vec<String> {
-    let mut s = Scanner::new();
+    let mut out: Vec<String> = scan_names(bytes, None)
+        .into_iter()
+        .map(|n| n.host)
+        .collect();
+    out.dedup();
+    out
+}
+
+/// Scans a whole buffer (headers, tests), reading the path after
+/// `owners`: each name found with how it was written, sorted, once.
+pub fn scan_names(bytes: &[u8], owners: Option<Arc<[Box<str>]>>) -> Vec<Named> {
+    let mut s = Scanner::new().with_owner_hosts(owners);
     let mut out = Vec::new();
     s.feed(bytes, &mut |h| out.push(h));
     s.finish(&mut |h| out.push(h));
-    out.sort();
+    out.sort_by(|a, b| (&a.host, &a.path, a.seen as u8).cmp(&(&b.host, &b.path, b.seen as u8)));
     out.dedup();
     out
 }

@@ -67,12 +67,12 @@ fn windows() -> impl Strategy<Value = Vec<u8>> {
 fn reports(s: &mut Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
     let mut found = Vec::new();
     for c in chunks {
-        s.feed(c, &mut |h| found.push(h));
+        s.feed(c, &mut |h| found.push(h.host));
         if peek {
-            s.peek(&mut |h| found.push(h));
+            s.peek(&mut |h| found.push(h.host));
         }
     }
-    s.finish(&mut |h| found.push(h));
+    s.finish(&mut |h| found.push(h.host));
     found
 }
 

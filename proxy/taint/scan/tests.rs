@@ -15,12 +15,12 @@ fn fed(s: &mut Scanner, chunks: &[&[u8]]) -> Vec<String> {
 fn fed_peeking(s: &mut Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
     let mut out = Vec::new();
     for c in chunks {
-        s.feed(c, &mut |h| out.push(h));
+        s.feed(c, &mut |h| out.push(h.host));
         if peek {
-            s.peek(&mut |h| out.push(h));
+            s.peek(&mut |h| out.push(h.host));
         }
     }
-    s.finish(&mut |h| out.push(h));
+    s.finish(&mut |h| out.push(h.host));
     out.sort();
     out.dedup();
     out
@@ -126,9 +126,11 @@ fn host_split_across_chunks() {
 fn name_in_progress_is_reported_at_chunk_end() {
     let mut s = Scanner::new();
     let mut out = Vec::new();
-    s.feed(b"post to https://paste.example.com", &mut |h| out.push(h));
+    s.feed(b"post to https://paste.example.com", &mut |h| {
+        out.push(h.host)
+    });
     assert!(out.is_empty());
-    s.peek(&mut |h| out.push(h));
+    s.peek(&mut |h| out.push(h.host));
     assert_eq!(out, vec!["paste.example.com"]);
 }
 
@@ -152,10 +154,10 @@ fn chunk_split_prefixes_are_not_reported() {
     // A single label in progress is reported when the byte after it comes.
     let mut s = Scanner::new();
     let mut out = Vec::new();
-    s.feed(b"http://intranet", &mut |h| out.push(h));
-    s.peek(&mut |h| out.push(h));
+    s.feed(b"http://intranet", &mut |h| out.push(h.host));
+    s.peek(&mut |h| out.push(h.host));
     assert!(out.is_empty());
-    s.feed(b"/", &mut |h| out.push(h));
+    s.feed(b"/", &mut |h| out.push(h.host));
     assert_eq!(out, vec!["intranet"]);
 }
 
@@ -184,9 +186,9 @@ pub(super) fn slow_hosts(bytes: &[u8]) -> Vec<String> {
     let mut s = Scanner::new();
     let mut out = Vec::new();
     for &b in bytes {
-        s.step(b, &mut |h| out.push(h));
+        s.step(b, &mut |h| out.push(h.host));
     }
-    s.finish(&mut |h| out.push(h));
+    s.finish(&mut |h| out.push(h.host));
     out.sort();
     out.dedup();
     out
@@ -217,10 +219,10 @@ fn skipping_finds_what_stepping_finds_at_any_chunking() {
                 .wrapping_add(1442695040888963407);
             let len = 1 + (seed >> 33) as usize % if round % 2 == 0 { 8 } else { 64 };
             let end = (i + len).min(corpus.len());
-            s.feed(&corpus[i..end], &mut |h| out.push(h));
+            s.feed(&corpus[i..end], &mut |h| out.push(h.host));
             i = end;
         }
-        s.finish(&mut |h| out.push(h));
+        s.finish(&mut |h| out.push(h.host));
         out.sort();
         out.dedup();
         assert_eq!(out, reference, "round {round}");
@@ -495,4 +497,65 @@ fn a_peeked_url_token_is_not_judged_again_bare() {
     let mut s = Scanner::new();
     let got = fed_peeking(&mut s, &["http://x.example.comé/".as_bytes()], true);
     assert_eq!(got, vec!["x.example.xn--com-dma"]);
+}
+
+/// The paths read after multi-tenant hosts are the same in any chunking,
+/// with the fast path or without (regression: the fast path once left a
+/// path to the trigger search, which skipped the owner's first segment).
+#[test]
+fn owner_paths_in_any_chunking() {
+    let text = concat!(
+        "[badge]: https://api.scorecard.dev/projects/github.com/expressjs/express/badge\n",
+        "[viz]: https://ossf.github.io/v/#/projects/github.com/expressjs/express\n",
+        "padding padding padding padding padding padding padding padding padding\n",
+        "see github.com/acme/tool and https:\\/\\/github.com\\/json-owner\\/x or ",
+        "https%3A%2F%2Fgithub.com%2Fpct-owner%2Fy, raw.githubusercontent.com/raw-owner/r/main ",
+        "GitHub.com/Cased/x github.com/ bare github.com. api.github.com/repos/api-owner/x\n",
+        "glued https://github.com/cjk请 and https://github.com/zw\u{200b}sp/x end\n",
+    )
+    .as_bytes();
+    let owners: std::sync::Arc<[Box<str>]> = vec![
+        "github.com".into(),
+        "api.github.com".into(),
+        "raw.githubusercontent.com".into(),
+    ]
+    .into();
+    let run = |chunk: usize, fast: bool| {
+        let mut s = Scanner::new().with_owner_hosts(Some(owners.clone()));
+        if !fast {
+            s = s.byte_path_only();
+        }
+        let mut out = Vec::new();
+        for c in text.chunks(chunk) {
+            s.feed(c, &mut |n| out.push(n));
+        }
+        s.finish(&mut |n| out.push(n));
+        let mut v: Vec<String> = out
+            .into_iter()
+            .filter_map(|n| Some(format!("{}/{} cut={}", n.host, n.path?, n.path_cut)))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let base = run(1, false);
+    for want in [
+        "github.com/expressjs/express/badge cut=false",
+        "github.com/acme/tool cut=false",
+        "github.com/json-owner/x cut=false",
+        "github.com/pct-owner/y cut=false",
+        "raw.githubusercontent.com/raw-owner/r/main cut=false",
+        "github.com/Cased/x cut=false",
+        "github.com/ cut=false",
+        "api.github.com/repos/api-owner/x cut=false",
+        "github.com/cjk cut=true",
+        "github.com/zwsp/x cut=false",
+    ] {
+        assert!(base.contains(&want.to_string()), "{want} not in {base:?}");
+    }
+    for chunk in [1usize, 2, 3, 7, 64, 65, 100, 16384] {
+        for fast in [false, true] {
+            assert_eq!(run(chunk, fast), base, "chunk {chunk} fast {fast}");
+        }
+    }
 }

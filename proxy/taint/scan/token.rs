@@ -10,7 +10,7 @@
 //! Bounded memory; no I/O.
 
 use super::chars::{self, Decoded, Kind, Scripts};
-use super::{Scanner, HOST, MAX_TOKEN};
+use super::{Named, Scanner, HOST, MAX_TOKEN};
 
 /// Bytes after which a `//` does not start a URL authority: base64 (or a
 /// path) going on, and controls other than whitespace (binary). Anything
@@ -36,6 +36,9 @@ pub(super) struct Token {
     pub(super) overlong: bool,
     /// Started right after a URL's `//`: a name counts without a suffix.
     pub(super) url: bool,
+    /// The decoded byte before the token (`@` for an e-mail domain; 0x80
+    /// for a non-ASCII character; 0 when unknown).
+    pub(super) before: u8,
     /// Holds a non-ASCII character: judged piece by piece too.
     pub(super) wide: bool,
     /// Script changes, followed while `wide` or `overlong`.
@@ -51,6 +54,7 @@ impl Default for Token {
             active: false,
             overlong: false,
             url: false,
+            before: 0,
             wide: false,
             scripts: Scripts::default(),
             piece: 0,
@@ -60,11 +64,12 @@ impl Default for Token {
 
 impl Token {
     #[inline]
-    fn start(&mut self, url: bool) {
+    fn start(&mut self, url: bool, before: u8) {
         self.buf.clear();
         self.active = true;
         self.overlong = false;
         self.url = url;
+        self.before = before;
         self.wide = false;
         self.scripts = Scripts::default();
         self.piece = 0;
@@ -72,8 +77,8 @@ impl Token {
 
     /// A whole ASCII token taken from a chunk (the fast path).
     #[inline]
-    pub(super) fn set_ascii(&mut self, bytes: &[u8]) {
-        self.start(false);
+    pub(super) fn set_ascii(&mut self, bytes: &[u8], before: u8) {
+        self.start(false, before);
         self.buf.extend_from_slice(bytes);
     }
 
@@ -83,6 +88,7 @@ impl Token {
         self.buf.clear();
         self.overlong = false;
         self.url = false;
+        self.before = 0;
         self.wide = wide;
         self.piece = 0;
     }
@@ -90,7 +96,7 @@ impl Token {
 
 impl Scanner {
     /// One decoded byte.
-    pub(super) fn byte(&mut self, b: u8, found: &mut impl FnMut(String)) {
+    pub(super) fn byte(&mut self, b: u8, found: &mut impl FnMut(Named)) {
         if b >= 0x80 || !self.utf8.idle() {
             self.wide_byte(b, found);
         } else if !self.ascii(b, found) {
@@ -103,8 +109,11 @@ impl Scanner {
     /// that ends a token, or one more byte of a short ASCII token. False
     /// for anything else.
     #[inline(always)]
-    pub(super) fn ascii(&mut self, b: u8, found: &mut impl FnMut(String)) -> bool {
+    pub(super) fn ascii(&mut self, b: u8, found: &mut impl FnMut(Named)) -> bool {
         if !HOST[b as usize] {
+            if self.cap.is_some() {
+                self.capture_byte(b, found);
+            }
             if self.tok.active {
                 self.end_token(b, found);
             }
@@ -118,6 +127,9 @@ impl Scanner {
         if !tok.wide && !tok.overlong && tok.buf.len() < MAX_TOKEN {
             tok.buf.push(b);
             self.prev.push(b);
+            if self.cap.is_some() {
+                self.capture_byte(b, found);
+            }
             return true;
         }
         false
@@ -126,13 +138,13 @@ impl Scanner {
     #[inline]
     fn start_token(&mut self) {
         let url = self.prev.slashes() && !NOT_URL_BEFORE[self.prev.before() as usize];
-        self.tok.start(url);
+        self.tok.start(url, self.prev.last());
     }
 
     /// Starts a token known to be overlong (more ASCII host bytes than any
     /// name, found by the fast path).
     pub(super) fn start_overlong(&mut self) {
-        self.tok.start(false);
+        self.tok.start(false, 0);
         self.tok.overlong = true;
         self.tok.scripts = Scripts::after(b"a");
     }
@@ -140,15 +152,20 @@ impl Scanner {
     /// Ends the token: judges it (`term` is the byte that ended it, 0 for
     /// a non-ASCII character or the end of the stream).
     #[inline]
-    pub(super) fn end_token(&mut self, term: u8, found: &mut impl FnMut(String)) {
+    pub(super) fn end_token(&mut self, term: u8, found: &mut impl FnMut(Named)) {
         if !self.tok.overlong && !self.tok.buf.is_empty() {
-            self.judge_token(self.tok.url, term, found);
+            self.judge_reading_path(self.tok.url, term, found);
         }
         self.tok.active = false;
     }
 
     /// Appends a run of ASCII host bytes to the open token.
-    pub(super) fn token_run(&mut self, run: &[u8], found: &mut impl FnMut(String)) {
+    pub(super) fn token_run(&mut self, run: &[u8], found: &mut impl FnMut(Named)) {
+        if self.cap.is_some() {
+            for &b in run {
+                self.capture_byte(b, found);
+            }
+        }
         self.prev.extend(run);
         let tok = &mut self.tok;
         if !tok.wide && !tok.overlong && tok.buf.len() + run.len() <= MAX_TOKEN {
@@ -183,7 +200,7 @@ impl Scanner {
     }
 
     /// A byte of a non-ASCII character (or any byte while one is open).
-    fn wide_byte(&mut self, b: u8, found: &mut impl FnMut(String)) {
+    fn wide_byte(&mut self, b: u8, found: &mut impl FnMut(Named)) {
         match self.utf8.push(b) {
             Decoded::Pending => {}
             Decoded::Char(c) => self.wide_char(c, found),
@@ -196,31 +213,34 @@ impl Scanner {
     }
 
     /// Ends the stream inside a UTF-8 sequence.
-    pub(super) fn finish_utf8(&mut self, found: &mut impl FnMut(String)) {
+    pub(super) fn finish_utf8(&mut self, found: &mut impl FnMut(Named)) {
         if self.utf8.take() {
             self.not_utf8(found);
         }
     }
 
     /// Bytes that are not UTF-8 end the token, as punctuation does.
-    fn not_utf8(&mut self, found: &mut impl FnMut(String)) {
+    fn not_utf8(&mut self, found: &mut impl FnMut(Named)) {
+        self.capture_char(false, found);
         if self.tok.active {
             self.end_token(0, found);
         }
         self.prev.push(0x80);
     }
 
-    pub(super) fn wide_char(&mut self, c: char, found: &mut impl FnMut(String)) {
+    pub(super) fn wide_char(&mut self, c: char, found: &mut impl FnMut(Named)) {
         let kind = chars::kind(c);
         match kind {
             // Invisible: as if it were not there, `//` included.
             Kind::Ignore => return,
             Kind::Break => {
+                self.capture_char(false, found);
                 if self.tok.active {
                     self.end_token(0, found);
                 }
             }
             Kind::Host | Kind::Joiner | Kind::Dot => {
+                self.capture_char(kind != Kind::Dot, found);
                 if !self.tok.active {
                     self.start_token();
                 }
@@ -230,7 +250,7 @@ impl Scanner {
         self.prev.push(0x80);
     }
 
-    fn token_char(&mut self, c: char, kind: Kind, found: &mut impl FnMut(String)) {
+    fn token_char(&mut self, c: char, kind: Kind, found: &mut impl FnMut(Named)) {
         let tok = &mut self.tok;
         if !tok.wide && !tok.overlong {
             tok.scripts = Scripts::after(&tok.buf);
@@ -268,7 +288,7 @@ impl Scanner {
     /// The token is full and more is coming (`rest`: ASCII bytes of the
     /// current run not yet appended). Judges the pieces before the last
     /// one and keeps that one if it can still become a name.
-    fn overflow(&mut self, rest: &[u8], found: &mut impl FnMut(String)) {
+    fn overflow(&mut self, rest: &[u8], found: &mut impl FnMut(Named)) {
         if !self.tok.wide {
             // One script, longer than any name.
             let mut scripts = Scripts::after(&self.tok.buf);

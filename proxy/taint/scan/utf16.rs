@@ -5,6 +5,7 @@
 //! over the caller's label, as in browsers. Transcoding goes through a
 //! small stack buffer: nothing is held but an odd byte and a surrogate.
 
+use super::Named;
 use super::{Scanner, MAX_TOKEN};
 
 const REPLACEMENT: char = '\u{fffd}';
@@ -100,7 +101,7 @@ fn unit(hi: &mut u16, u: u16) -> [Option<char>; 2] {
 
 impl Scanner {
     /// A chunk while sniffing, or of a UTF-16 body.
-    pub(super) fn feed_front(&mut self, chunk: &[u8], found: &mut impl FnMut(String)) {
+    pub(super) fn feed_front(&mut self, chunk: &[u8], found: &mut impl FnMut(Named)) {
         match self.front {
             Front::Bytes => self.feed_bytes(chunk, found),
             Front::Utf16 { .. } => self.feed_utf16(chunk, found),
@@ -126,7 +127,7 @@ impl Scanner {
     }
 
     /// Transcodes UTF-16 to UTF-8 in stack-sized blocks.
-    fn feed_utf16(&mut self, chunk: &[u8], found: &mut impl FnMut(String)) {
+    fn feed_utf16(&mut self, chunk: &[u8], found: &mut impl FnMut(Named)) {
         let Front::Utf16 {
             be,
             mut odd,
@@ -161,7 +162,7 @@ impl Scanner {
 
     /// Ends the stream: bytes held while sniffing are read by the label; a
     /// dangling odd byte or high surrogate ends the text.
-    pub(super) fn finish_front(&mut self, found: &mut impl FnMut(String)) {
+    pub(super) fn finish_front(&mut self, found: &mut impl FnMut(Named)) {
         match self.front {
             Front::Sniff { label, held, n } => {
                 self.front = by_label(label);

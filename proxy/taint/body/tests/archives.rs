@@ -198,7 +198,13 @@ fn names_are_reported_before_the_chunk_is_passed_on() {
     ] {
         let values: Vec<&[u8]> = enc.iter().map(|e: &&str| e.as_bytes()).collect();
         let mut s = BodyScanner::for_response(&values, None, 1 << 20);
-        let found = s.feed(&body);
+        let fed = s.feed(&body);
+        let found: Vec<String> = fed
+            .names
+            .into_iter()
+            .chain(fed.pending)
+            .map(|n| n.host)
+            .collect();
         assert!(
             found.iter().any(|f| f == "paste.example.com"),
             "case {what}: {found:?}"

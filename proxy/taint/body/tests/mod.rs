@@ -19,16 +19,32 @@ pub(super) fn run_body(
     chunk: usize,
     limit: u64,
 ) -> (Vec<String>, Option<Skipped>, u64) {
+    let (named, skipped, scanned) = run_named(encodings, content_type, body, chunk, limit, None);
+    let mut all: Vec<String> = named.into_iter().map(|n| n.host).collect();
+    all.sort();
+    all.dedup();
+    (all, skipped, scanned)
+}
+
+/// The names a body yields for good (not those only held at a chunk's
+/// end), with how each was written, reading the path after `owners`.
+pub(super) fn run_named(
+    encodings: &[&str],
+    content_type: Option<&str>,
+    body: &[u8],
+    chunk: usize,
+    limit: u64,
+    owners: super::OwnerHosts,
+) -> (Vec<crate::taint::scan::Named>, Option<Skipped>, u64) {
     let values: Vec<&[u8]> = encodings.iter().map(|e| e.as_bytes()).collect();
-    let mut s = BodyScanner::for_response(&values, content_type.map(str::as_bytes), limit);
+    let mut s =
+        BodyScanner::reading_owners(&values, content_type.map(str::as_bytes), limit, owners);
     let mut all = Vec::new();
     for c in body.chunks(chunk.max(1)) {
-        all.extend(s.feed(c));
+        all.extend(s.feed(c).names);
     }
     let (rest, skipped) = s.finish();
     all.extend(rest);
-    all.sort();
-    all.dedup();
     (all, skipped, s.scanned())
 }
 
@@ -294,9 +310,14 @@ fn charset_from_content_type() {
 fn non_ascii_coding_is_unknown_not_dropped() {
     let values: [&[u8]; 2] = [b"gzip", b"\xffzip"];
     let mut s = BodyScanner::for_response(&values, None, 1 << 20);
-    let mut found = s.feed(&gzip(PAGE));
+    let mut found: Vec<String> = s
+        .feed(&gzip(PAGE))
+        .names
+        .into_iter()
+        .map(|n| n.host)
+        .collect();
     let (rest, skipped) = s.finish();
-    found.extend(rest);
+    found.extend(rest.into_iter().map(|n| n.host));
     assert!(
         matches!(skipped, Some(Skipped::UnknownCoding(_))),
         "{skipped:?}"

@@ -20,11 +20,14 @@ use crate::config::{Snapshot, TaskConfig};
 use crate::log::{AccessRecord, Kind, TaintedBy};
 use crate::policy::{
     self, target::parse_authority, Admission, Facts, Host, HostHeader, Refusal, Resolution, Rule,
-    TaintMode, Target, Verdict,
+    Target, Verdict,
 };
 use crate::respond::{self, ProxyBody};
 use crate::state::{Shared, TaskRuntime};
 use crate::tunnel::{RawLine, RelayBytes};
+
+mod taint;
+pub use taint::Tally;
 
 /// Who is on the other end of a connection.
 pub struct ConnCtx {
@@ -286,7 +289,12 @@ pub async fn admit(
     host_header: &HostHeader,
     carries_body: bool,
     method: &str,
+    path: Option<&str>,
 ) -> Verdict<Admission> {
+    let carries_body =
+        task.taint
+            .by_owner
+            .body_counts(carries_body, &target.host.to_string(), method, path);
     let rules = runtime.asks.effective(&task.rules);
     let name = policy::decide_name(&rules, target, host_header);
     let asking = matches!(&name, Verdict::Deny(r) if policy::askable(&rules, r));
@@ -300,13 +308,14 @@ pub async fn admit(
     };
     let decide = |rules: &policy::TaskRules, name| {
         let taint = match &target.host {
-            Host::Name(n) => runtime.taint.state(n, &task.taint),
-            Host::Ip(ip) => runtime.taint.state(&ip.to_string(), &task.taint),
+            Host::Name(n) => runtime.taint.state(n, path, &task.taint),
+            Host::Ip(ip) => runtime.taint.state(&ip.to_string(), path, &task.taint),
         };
         let facts = Facts {
             own: &shared.own.load(),
             taint: &taint,
             carries_body,
+            task: &task.id,
         };
         policy::decide_addresses(rules, target, &resolution, facts, name)
     };
@@ -440,52 +449,6 @@ pub fn remove_prefixed(h: &mut http::HeaderMap, prefix: &str) {
 }
 
 impl ConnCtx {
-    /// Adds hosts named by the response at `source` (served by
-    /// `served_by`) to the task's taint set, as far as policy says they
-    /// count. In enforce mode, opaque tunnels to a newly tainted host close.
-    pub fn taint(&self, task: &TaskConfig, hosts: Vec<String>, source: &Arc<str>, served_by: &str) {
-        use crate::taint::Inserted;
-        let snap = self.shared.snapshot.load();
-        // The taint settings in force now: a long response may outlive a
-        // reload (shadow to enforce, new exemptions or max_hosts).
-        let task = snap.task(&self.task.id).map(|t| &**t).unwrap_or(task);
-        let allowed_somewhere = |n: &str| snap.tasks.iter().any(|t| t.rules.allow.names(n));
-        for h in hosts {
-            if !policy::worth_tainting(&h, served_by, task.taint.self_taint, allowed_somewhere) {
-                continue;
-            }
-            match self
-                .task
-                .taint
-                .insert(&h, source, &task.taint, &self.shared.log)
-            {
-                Inserted::New => {
-                    tracing::info!(task = %self.task.id, host = %h, source = %source, "tainted");
-                    self.task
-                        .metrics
-                        .taint_hosts
-                        .set(self.task.taint.len() as i64);
-                    if task.taint.mode == TaintMode::Enforce {
-                        self.task.tunnels.revoke(&h);
-                    }
-                }
-                Inserted::Overflow { first: true } => {
-                    self.task.metrics.taint_overflow.set(1);
-                    tracing::error!(
-                        task = %self.task.id, max_hosts = task.taint.max_hosts,
-                        "taint-overflow: the taint set is full; from now on every body-carrying request to a non-exempt host is refused"
-                    );
-                    if task.taint.mode == TaintMode::Enforce {
-                        self.task.tunnels.revoke_all();
-                    }
-                }
-                Inserted::Overflow { first: false } | Inserted::Known | Inserted::Exempt => {}
-            }
-        }
-    }
-}
-
-impl ConnCtx {
     /// Is a connection that is already open to `target` (connected to
     /// `addr`) still within policy under the config in force now? Called
     /// by opaque tunnels and upgraded relays right after they register, so
@@ -501,7 +464,9 @@ impl ConnCtx {
             return Verdict::Deny(task_gone());
         };
         let taint = if opaque {
-            self.task.taint.state(&target.host.to_string(), &task.taint)
+            self.task
+                .taint
+                .state(&target.host.to_string(), None, &task.taint)
         } else {
             policy::TaintState::Clean
         };
@@ -512,6 +477,7 @@ impl ConnCtx {
             &self.shared.own.load(),
             &taint,
             opaque,
+            &task.id,
         )
     }
 }

@@ -1,0 +1,182 @@
+//! Adding what a response names to the task's taint set: each name the
+//! scanner found goes through `policy::names::taint_key`, new taints are
+//! written down (and close opaque tunnels they now refuse), names still in
+//! progress at a chunk's end are held only until the next chunk.
+//!
+//! Owns: the per-response [`Tally`] (held keys, what was new) and the
+//! console's one summary line per response that tainted anything, rate
+//! limited; each taint itself is a debug line (the file has them all).
+//! Must not: decide whether a name counts (policy does) or scan (taint).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::ConnCtx;
+use crate::config::TaskConfig;
+use crate::policy::names::{self, Named, TaintKey};
+use crate::policy::TaintMode;
+use crate::taint::Inserted;
+
+/// What one response has tainted so far.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Keys held for names in progress at the last chunk's end.
+    held: Vec<TaintKey>,
+    /// New taints, and the first few of them for the summary line.
+    new: usize,
+    sample: Vec<String>,
+}
+
+impl Tally {
+    /// Does it hold keys for a name in progress?
+    pub fn holds(&self) -> bool {
+        !self.held.is_empty()
+    }
+}
+
+/// Names shown in a summary line at most.
+const SAMPLE: usize = 4;
+
+/// Summary lines printed at most once a second (the rest are counted into
+/// the next one).
+const SUMMARY_EVERY: Duration = Duration::from_secs(1);
+
+impl ConnCtx {
+    /// Adds what the response at `source` (served by `served_by`) named:
+    /// `names` for good, `pending` (names in progress at a chunk's end)
+    /// held in place of the ones held before. In enforce mode, opaque
+    /// tunnels that a new taint refuses close.
+    pub fn taint(
+        &self,
+        task: &TaskConfig,
+        tally: &mut Tally,
+        names: Vec<Named>,
+        pending: Vec<Named>,
+        source: &Arc<str>,
+        served_by: &str,
+    ) {
+        let snap = self.shared.snapshot.load();
+        // The taint settings in force now: a long response may outlive a
+        // reload (shadow to enforce, new exemptions or max_hosts).
+        let task = snap.task(&self.task.id).map(|t| &**t).unwrap_or(task);
+        let allowed_somewhere = |n: &str| snap.tasks.iter().any(|t| t.rules.allow.names(n));
+        let settings = &task.taint;
+        let key_of = |n: &Named| {
+            let own = |h: &str| {
+                settings.self_taint == crate::config::SelfTaint::Exclude
+                    && settings.same_site(h, served_by)
+            };
+            names::taint_key(n, own, &settings.by_owner, allowed_somewhere)
+        };
+        let held: Vec<TaintKey> = pending.iter().filter_map(key_of).collect();
+        let store = &self.task.taint;
+        // Hold the new before letting go of the old: no gap in between.
+        store.hold(&held, source);
+        store.release(&std::mem::replace(&mut tally.held, held));
+        for key in names.iter().filter_map(key_of) {
+            self.insert(task, tally, &key, source);
+        }
+    }
+
+    fn insert(&self, task: &TaskConfig, tally: &mut Tally, key: &TaintKey, source: &Arc<str>) {
+        match self
+            .task
+            .taint
+            .insert(key, source, &task.taint, &self.shared.log)
+        {
+            Inserted::New => {
+                tracing::debug!(task = %self.task.id, key = %key, source = %source, "tainted");
+                tally.new += 1;
+                if tally.sample.len() < SAMPLE {
+                    tally.sample.push(key.to_string());
+                }
+                self.task
+                    .metrics
+                    .taint_hosts
+                    .set(self.task.taint.len() as i64);
+                if task.taint.mode == TaintMode::Enforce {
+                    self.revoke(task, key);
+                }
+            }
+            Inserted::Overflow { first: true } => {
+                self.task.metrics.taint_overflow.set(1);
+                tracing::error!(
+                    task = %self.task.id, max_hosts = task.taint.max_hosts,
+                    "taint-overflow: the taint set is full; from now on every body-carrying request to a non-exempt host is refused"
+                );
+                if task.taint.mode == TaintMode::Enforce {
+                    self.task.tunnels.revoke_all();
+                }
+            }
+            Inserted::Overflow { first: false } | Inserted::Known | Inserted::Exempt => {}
+        }
+    }
+
+    /// Closes the opaque tunnels a new taint refuses: to the host, or for
+    /// an owner to every host of its family (an opaque tunnel names no
+    /// owner).
+    fn revoke(&self, task: &TaskConfig, key: &TaintKey) {
+        match key {
+            TaintKey::Host(h) => {
+                self.task.tunnels.revoke(h);
+                if task.taint.by_owner.family_of(h).is_some() {
+                    self.revoke_family(task, h);
+                }
+            }
+            TaintKey::Owner { root, .. } => self.revoke_family(task, root),
+        }
+    }
+
+    fn revoke_family(&self, task: &TaskConfig, root: &str) {
+        let by = &task.taint.by_owner;
+        let Some(family) = by.family_of(root) else {
+            return;
+        };
+        for h in by.hosts() {
+            if by.family_of(h).is_some_and(|f| f.root == family.root) {
+                self.task.tunnels.revoke(h);
+            }
+        }
+    }
+
+    /// The response ended: lets go of what it held, and says in one line
+    /// what it tainted (at most one such line a second; the rest are
+    /// counted into the next).
+    pub fn taint_done(&self, tally: &mut Tally, source: &str) {
+        self.task.taint.release(&std::mem::take(&mut tally.held));
+        if tally.new == 0 {
+            return;
+        }
+        static LAST: Mutex<Option<(Instant, usize, usize)>> = Mutex::new(None);
+        let Ok(mut last) = LAST.lock() else { return };
+        let now = Instant::now();
+        let (skipped_lines, skipped_names) = match *last {
+            Some((at, lines, names)) if now.duration_since(at) < SUMMARY_EVERY => {
+                *last = Some((at, lines + 1, names + tally.new));
+                return;
+            }
+            Some((_, lines, names)) => (lines, names),
+            None => (0, 0),
+        };
+        *last = Some((now, 0, 0));
+        drop(last);
+        let more = tally.new - tally.sample.len();
+        let mut shown = tally.sample.join(", ");
+        if more > 0 {
+            shown.push_str(&format!(" and {more} more"));
+        }
+        let earlier = if skipped_lines > 0 {
+            format!(" (and {skipped_names} from {skipped_lines} earlier responses)")
+        } else {
+            String::new()
+        };
+        tracing::info!(
+            task = %self.task.id,
+            "tainted {} name{} from {source}: {shown}{earlier}; list them with: sluice report --taint",
+            tally.new,
+            if tally.new == 1 { "" } else { "s" },
+        );
+        tally.new = 0;
+        tally.sample.clear();
+    }
+}

@@ -1,0 +1,475 @@
+//! Which names a response's text taints: the shape rules for bare names
+//! (file names and code are not hosts), and whether a name the scanner
+//! found joins a task's taint set.
+//!
+//! Owns: [`Named`] (what the scanner reports: a host, how it was written,
+//! and the path after it), [`bare_evidence`] (SPEC §9 "What the scanner
+//! does not taint": file names, code identifiers) and [`taint_key`] (the
+//! one function that turns a found name into what the store keeps).
+//! Must not: do I/O, or know about connections; the scanner calls
+//! [`bare_evidence`] on its tokens, the exchange calls [`taint_key`].
+//!
+//! The safety argument (SECURITY.md): a shape rule never hides a name
+//! that matters. A body to a host no allow-list names is refused as
+//! `not-allowed` anyway, so a bare name that reads as code or a file name
+//! is still tainted when some task's allow-list names it. The rules only
+//! keep noise (`date.now`, `readme.md`) out of the set an operator reads.
+
+use super::owners::{self, Owner};
+
+/// How a name was written where the scanner found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Seen {
+    /// After `scheme://` or `//`: always a name.
+    Url,
+    /// After `@`: the domain of an e-mail address.
+    Email,
+    /// A bare name with nothing against it.
+    Bare,
+    /// A bare name shaped like a file name or code: tainted only when an
+    /// allow-list names it.
+    Weak,
+}
+
+/// A name the scanner found: normalised host, how it was written, and
+/// (for a name followed by `/`) the path segments after it as written,
+/// decoded, at most [`PATH_MAX`] bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Named {
+    pub host: String,
+    pub seen: Seen,
+    /// `Some` when a `/` followed the name: the path after it (`acme/tool`),
+    /// possibly empty.
+    pub path: Option<String>,
+    /// The path was cut by something that may still belong to it (a
+    /// non-ASCII letter, the length bound): its owner cannot be read.
+    pub path_cut: bool,
+}
+
+impl Named {
+    pub fn new(host: impl Into<String>, seen: Seen) -> Named {
+        Named {
+            host: host.into(),
+            seen,
+            path: None,
+            path_cut: false,
+        }
+    }
+}
+
+/// Path bytes kept after a name (enough for `api/v4/projects/OWNER`).
+pub const PATH_MAX: usize = 160;
+
+/// Last labels that are also common file extensions: a bare `setup.py`,
+/// `readme.md` or `lib.rs` is a file name, not a host (SPEC §9).
+const FILE_EXTENSIONS: &[&str] = &[
+    "am", "ac", "cc", "in", "info", "js", "la", "map", "md", "mk", "ml", "mov", "pl", "pm", "ps",
+    "py", "rs", "sh", "so", "tf", "ts", "zip",
+];
+
+/// Top-level suffixes that are common English words or identifiers
+/// (`data.id`, `connectionstrategy.is`, `date.now`, `axios.post`): a bare
+/// name under one of these needs a path after it, a `www.` before it, or
+/// an allow-list entry to count.
+const WORD_SUFFIXES: &[&str] = &[
+    "abc",
+    "add",
+    "app",
+    "as",
+    "at",
+    "auto",
+    "bar",
+    "be",
+    "buy",
+    "by",
+    "call",
+    "case",
+    "click",
+    "codes",
+    "data",
+    "date",
+    "dot",
+    "download",
+    "fire",
+    "foo",
+    "fun",
+    "get",
+    "global",
+    "go",
+    "gt",
+    "help",
+    "host",
+    "id",
+    "is",
+    "it",
+    "link",
+    "live",
+    "lt",
+    "me",
+    "menu",
+    "moe",
+    "my",
+    "name",
+    "new",
+    "next",
+    "no",
+    "now",
+    "off",
+    "one",
+    "open",
+    "page",
+    "play",
+    "plus",
+    "post",
+    "properties",
+    "property",
+    "read",
+    "report",
+    "rest",
+    "review",
+    "run",
+    "save",
+    "search",
+    "show",
+    "site",
+    "space",
+    "store",
+    "stream",
+    "style",
+    "tab",
+    "talk",
+    "target",
+    "to",
+    "tools",
+    "top",
+    "total",
+    "type",
+    "us",
+    "watch",
+    "win",
+    "work",
+    "world",
+    "zero",
+];
+
+/// First labels that are code receivers, never a host's first label in
+/// text (`this.app`, `self.rfile.read`, `window.open`).
+const RECEIVERS: &[&str] = &[
+    "this",
+    "self",
+    "super",
+    "window",
+    "document",
+    "globalthis",
+    "module",
+    "exports",
+    "process",
+    "console",
+    "cls",
+    "req",
+    "res",
+];
+
+/// Judges a bare token (as written, before normalisation, trimmed; ASCII
+/// or not) by its shape and what surrounds it: `before` is the byte
+/// before it, `term` the byte after it (0 for none or non-ASCII).
+/// Returns [`Seen::Email`] after `@`, [`Seen::Weak`] for a file name or
+/// code, else [`Seen::Bare`].
+pub fn bare_evidence(token: &[u8], before: u8, term: u8) -> Seen {
+    if before == b'@' {
+        return Seen::Email;
+    }
+    if code_context(before, term) || code_shape(token) {
+        return Seen::Weak;
+    }
+    // A path after it (`pastebin.com/raw/x`): a URL without its scheme.
+    if term == b'/' {
+        return Seen::Bare;
+    }
+    let last = last_label(token);
+    let lower = |l: &[u8]| l.to_ascii_lowercase();
+    let last = lower(last);
+    let www = token.len() > 4 && token[..4].eq_ignore_ascii_case(b"www.");
+    if FILE_EXTENSIONS
+        .iter()
+        .any(|e| e.as_bytes() == last.as_slice())
+    {
+        return Seen::Weak;
+    }
+    // A TOML table (`[profile.dev]`, `[package.metadata.docs.rs]`), unless
+    // it reads as a host in brackets (`[example.com]`).
+    if before == b'[' && term == b']' && !classic_suffix(&last) {
+        return Seen::Weak;
+    }
+    if !www
+        && WORD_SUFFIXES
+            .iter()
+            .any(|e| e.as_bytes() == last.as_slice())
+    {
+        return Seen::Weak;
+    }
+    Seen::Bare
+}
+
+/// The byte before or after says code: a call, an index, an assignment,
+/// a block (`axios.post(`, `config.data[`, `a.b = `, `[profile.dev]`),
+/// a member of a call's result (`x().y.com`) or a relative import
+/// (`from .sansio.app import`).
+fn code_context(before: u8, term: u8) -> bool {
+    matches!(term, b'(' | b'[' | b'=' | b'{') || matches!(before, b')' | b']' | b'$' | b'#' | b'.')
+}
+
+/// The common suffixes of hosts in text: the old generic ones, and
+/// two-letter country codes that are neither file extensions nor words.
+fn classic_suffix(last: &[u8]) -> bool {
+    const GENERIC: &[&str] = &["com", "org", "net", "edu", "gov", "mil", "int"];
+    GENERIC.iter().any(|g| g.as_bytes() == last)
+        || (last.len() == 2
+            && !FILE_EXTENSIONS.iter().any(|e| e.as_bytes() == last)
+            && !WORD_SUFFIXES.iter().any(|e| e.as_bytes() == last))
+}
+
+/// Shaped like code: a label in camelCase or with an upper-case letter
+/// after the first label's (`typing.IO`, `Date.now` is caught by its
+/// suffix), an underscore, or a receiver first (`this.app`).
+fn code_shape(token: &[u8]) -> bool {
+    if !token.is_ascii() {
+        return false;
+    }
+    let mut labels = token.split(|&b| b == b'.').filter(|l| !l.is_empty());
+    let Some(first) = labels.next() else {
+        return false;
+    };
+    if RECEIVERS
+        .iter()
+        .any(|r| r.as_bytes().eq_ignore_ascii_case(first))
+    {
+        return true;
+    }
+    let lower_first = !first.iter().any(u8::is_ascii_uppercase);
+    std::iter::once(first).chain(labels).any(|l| {
+        l.contains(&b'_')
+            || l.windows(2)
+                .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+    }) || (lower_first && token.iter().any(u8::is_ascii_uppercase))
+}
+
+fn last_label(token: &[u8]) -> &[u8] {
+    token.rsplit(|&b| b == b'.').next().unwrap_or(token)
+}
+
+/// What a found name adds to a task's taint set.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TaintKey {
+    /// The whole host.
+    Host(String),
+    /// One owner on a multi-tenant host's family (`github.com`, `acme`).
+    Owner { root: String, owner: String },
+}
+
+impl std::fmt::Display for TaintKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaintKey::Host(h) => f.write_str(h),
+            TaintKey::Owner { root, owner } => write!(f, "{root}/{owner}"),
+        }
+    }
+}
+
+/// Does a name found in a response join the task's taint set, and as
+/// what? Only a name someone could reach: under a public suffix with a
+/// label before it (a private-section suffix such as `httpbin.org` is
+/// itself a host), or one that some task's allow-list names (`intranet`).
+/// A [`Seen::Weak`] name only when an allow-list names it. Not the
+/// response's own site (`own_site`: the host that served it and its
+/// `related` hosts, unless `self = "taint"`). On a multi-tenant
+/// host (`by_owner`), the owner the path names, or nothing when it names
+/// none; the whole host when the path was cut where its owner is.
+/// Exemptions are the store's to apply.
+pub fn taint_key(
+    name: &Named,
+    own_site: impl Fn(&str) -> bool,
+    by_owner: &owners::ByOwner,
+    allowed_somewhere: impl Fn(&str) -> bool,
+) -> Option<TaintKey> {
+    let host = name.host.as_str();
+    if own_site(host) {
+        return None;
+    }
+    let counts = match name.seen {
+        Seen::Weak => allowed_somewhere(host),
+        _ => reachable_name(host) || allowed_somewhere(host),
+    };
+    if !counts {
+        return None;
+    }
+    let Some(family) = by_owner.family_of(host) else {
+        return Some(TaintKey::Host(host.to_string()));
+    };
+    if name.path_cut {
+        // The owner cannot be read: the whole family, failing closed.
+        return Some(TaintKey::Host(family.root.clone()));
+    }
+    match family.owner_in(host, name.path.as_deref().unwrap_or("")) {
+        Owner::Named(owner) => Some(TaintKey::Owner {
+            root: family.root.clone(),
+            owner,
+        }),
+        Owner::None | Owner::Unreadable => None,
+    }
+}
+
+/// Is `name` under a known public suffix, with a label before it (or
+/// itself a private-section suffix, which names a real host)?
+fn reachable_name(name: &str) -> bool {
+    match psl::suffix(name.as_bytes()) {
+        Some(s) if s.is_known() => {
+            s.typ() == Some(psl::Type::Private) || s.as_bytes().len() < name.len()
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_shapes() {
+        // (token, before, term, expected)
+        let cases: &[(&str, u8, u8, Seen)] = &[
+            ("example.com", b' ', b' ', Seen::Bare),
+            ("paste.example.com", b'"', b'"', Seen::Bare),
+            ("user.example.com", b'@', b'>', Seen::Email),
+            ("readme.md", b' ', b' ', Seen::Weak),
+            ("setup.py", b' ', b'\n', Seen::Weak),
+            ("lib.rs", b'/', b'"', Seen::Weak),
+            ("api.js.map", b'"', b'"', Seen::Weak),
+            ("vnd.dece.zip", b'/', b'"', Seen::Weak),
+            ("lcov.info", b' ', b' ', Seen::Weak),
+            ("date.now", b' ', b'(', Seen::Weak),
+            ("Date.now", b' ', b';', Seen::Weak),
+            ("axios.post", b' ', b'(', Seen::Weak),
+            ("data.id", b' ', b';', Seen::Weak),
+            ("this.app", b' ', b';', Seen::Weak),
+            ("self.rfile.read", b' ', b'(', Seen::Weak),
+            ("collections.abc", b' ', b'\n', Seen::Weak),
+            ("typing.IO", b' ', b'[', Seen::Weak),
+            ("typing.IO", b' ', b',', Seen::Weak),
+            ("profile.dev", b'[', b']', Seen::Weak),
+            ("example.com", b'[', b']', Seen::Bare),
+            ("herodevs.com", b'>', b'<', Seen::Bare),
+            ("package.metadata.docs.rs", b'[', b']', Seen::Weak),
+            ("my_module.com", b' ', b' ', Seen::Weak),
+            ("ConnectionStrategy.is", b' ', b' ', Seen::Weak),
+            ("a.b.com", b')', b' ', Seen::Weak),
+            ("config.data.com", b' ', b'=', Seen::Weak),
+            // A path after it makes a word suffix a host.
+            ("evil.store", b' ', b'/', Seen::Bare),
+            ("t.me", b' ', b'/', Seen::Bare),
+            ("youtu.be", b' ', b'/', Seen::Bare),
+            ("www.evil.store", b' ', b' ', Seen::Bare),
+            ("docs.python.org", b' ', b' ', Seen::Bare),
+            ("Example.COM", b' ', b' ', Seen::Bare),
+            ("GITHUB.COM", b' ', b' ', Seen::Bare),
+            ("github.io", b' ', b'.', Seen::Bare),
+            ("sansio.app", b'.', b' ', Seen::Weak),
+            ("flask.app", b' ', b' ', Seen::Weak),
+            ("req.app", b' ', b';', Seen::Weak),
+            ("datetime.date", b' ', b' ', Seen::Weak),
+        ];
+        for &(t, before, term, want) in cases {
+            assert_eq!(
+                bare_evidence(t.as_bytes(), before, term),
+                want,
+                "{t:?} between {:?} and {:?}",
+                before as char,
+                term as char
+            );
+        }
+    }
+
+    fn named(host: &str, seen: Seen, path: Option<&str>) -> Named {
+        Named {
+            host: host.into(),
+            seen,
+            path: path.map(Into::into),
+            path_cut: false,
+        }
+    }
+
+    #[test]
+    fn taint_keys() {
+        let by = owners::ByOwner::default_families();
+        let none = owners::ByOwner::none();
+        let key = |n: &Named, by: &owners::ByOwner, allowed: &[&str]| {
+            taint_key(n, |h| h == "served.example", by, |h| allowed.contains(&h))
+        };
+        let host = |h: &str| Some(TaintKey::Host(h.into()));
+        let owner = |o: &str| {
+            Some(TaintKey::Owner {
+                root: "github.com".into(),
+                owner: o.into(),
+            })
+        };
+        // Weak names only when allowed.
+        let weak = named("readme.md", Seen::Weak, None);
+        assert_eq!(key(&weak, &by, &[]), None);
+        assert_eq!(key(&weak, &by, &["readme.md"]), host("readme.md"));
+        // Plain names, single labels only when allowed.
+        assert_eq!(
+            key(&named("paste.example.com", Seen::Bare, None), &by, &[]),
+            host("paste.example.com")
+        );
+        assert_eq!(key(&named("intranet", Seen::Url, None), &by, &[]), None);
+        assert_eq!(
+            key(&named("intranet", Seen::Url, None), &by, &["intranet"]),
+            host("intranet")
+        );
+        // The host that served it.
+        assert_eq!(
+            key(
+                &named("served.example", Seen::Url, None),
+                &by,
+                &["served.example"]
+            ),
+            None
+        );
+        // Multi-tenant hosts: the owner, or nothing.
+        let gh = |p: Option<&str>| named("github.com", Seen::Url, p);
+        assert_eq!(key(&gh(Some("acme/tool")), &by, &[]), owner("acme"));
+        assert_eq!(key(&gh(Some("ACME")), &by, &[]), owner("acme"));
+        assert_eq!(key(&gh(None), &by, &[]), None);
+        assert_eq!(key(&gh(Some("")), &by, &[]), None);
+        assert_eq!(
+            key(
+                &named("api.github.com", Seen::Url, Some("repos/Acme/x")),
+                &by,
+                &[]
+            ),
+            owner("acme")
+        );
+        assert_eq!(
+            key(
+                &named("api.github.com", Seen::Url, Some("graphql")),
+                &by,
+                &[]
+            ),
+            None
+        );
+        assert_eq!(
+            key(
+                &named("raw.githubusercontent.com", Seen::Bare, Some("acme/x/main")),
+                &by,
+                &[]
+            ),
+            owner("acme")
+        );
+        // A cut path: the whole host.
+        let mut cut = named("raw.githubusercontent.com", Seen::Url, Some("acm"));
+        cut.path_cut = true;
+        assert_eq!(key(&cut, &by, &[]), host("github.com"));
+        // by_owner = []: the host whole, as any other.
+        assert_eq!(key(&gh(Some("acme/tool")), &none, &[]), host("github.com"));
+    }
+}
