@@ -109,7 +109,7 @@ fn scan_rate(encoding: Option<&str>, body: &[u8], rounds: usize) -> (f64, usize)
             let mut s = BodyScanner::new(encoding, u64::MAX);
             let mut n = 0;
             for c in body.chunks(16 * 1024) {
-                n += s.feed(c).len();
+                n += s.feed(c).names.len();
             }
             n += s.finish().0.len();
             if r == 0 {

@@ -262,9 +262,11 @@ async fn plan_tunnel(
         task,
         &target,
         &hh,
-        intercept.is_none(),
-        "CONNECT",
-        None,
+        exchange::Sent {
+            body: intercept.is_none(),
+            method: "CONNECT",
+            path: None,
+        },
     )
     .await;
     let (admission, verdict) = match verdict.split() {

@@ -34,6 +34,7 @@ fn archive_magic(body: &[u8]) -> bool {
     body.starts_with(&[0x1f, 0x8b])
         || body.starts_with(b"PK\x03\x04")
         || body.get(257..262) == Some(b"ustar")
+        || sluice::taint::body::starts_binary(body)
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -61,13 +62,13 @@ fuzz_target!(|data: &[u8]| {
     let (mut at, mut turn) = (0, 0);
     while at < body.len() {
         let end = (at + sizes[turn % 2]).min(body.len());
-        found.extend(s.feed(&body[at..end]));
+        found.extend(s.feed(&body[at..end]).names.into_iter().map(|n| n.host));
         assert!(s.scanned() <= LIMIT);
         at = end;
         turn += 1;
     }
     let (rest, _skipped) = s.finish();
-    found.extend(rest);
+    found.extend(rest.into_iter().map(|n| n.host));
     assert!(s.scanned() <= LIMIT);
 
     let identity = codings.iter().all(|c| *c == "identity");

@@ -13,18 +13,21 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use sluice::taint::body::BodyScanner;
-use sluice::taint::scan::{scan_all, Charset, Scanner};
+use sluice::taint::scan::{scan_all, Charset, Named, Scanner};
 
 /// Names found feeding `chunks` (with `peek` after each if asked).
 fn scan(charset: Charset, chunks: &[&[u8]], peek: bool) -> Vec<String> {
-    let mut found = reports(Scanner::with_charset(charset), chunks, peek);
+    let found = reports(Scanner::with_charset(charset), chunks, peek);
+    let mut found: Vec<String> = found.into_iter().map(|n| n.host).collect();
     found.sort();
     found.dedup();
     found
 }
 
-/// Every report, in order.
-fn reports(mut s: Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
+/// Every report, in order (the path after github.com read too).
+fn reports(s: Scanner, chunks: &[&[u8]], peek: bool) -> Vec<Named> {
+    let owners: std::sync::Arc<[Box<str>]> = vec!["github.com".into()].into();
+    let mut s = s.with_owner_hosts(Some(owners));
     let mut found = Vec::new();
     for c in chunks {
         s.feed(c, &mut |h| found.push(h));
@@ -53,11 +56,13 @@ fuzz_target!(|data: &[u8]| {
     let mut s = BodyScanner::new(encoding, 1 << 20);
     let mut found = Vec::new();
     let cut = split.min(body.len());
-    found.extend(s.feed(&body[..cut]));
-    found.extend(s.feed(&body[cut..]));
-    found.extend(s.finish().0);
+    found.extend(s.feed(&body[..cut]).names.into_iter().map(|n| n.host));
+    found.extend(s.feed(&body[cut..]).names.into_iter().map(|n| n.host));
+    found.extend(s.finish().0.into_iter().map(|n| n.host));
     assert!(s.scanned() <= 1 << 20);
-    if encoding.is_none() {
+    // Binary content (an ELF, an image) yields URL-context names only.
+    let binary = sluice::taint::body::starts_binary(body);
+    if encoding.is_none() && !binary {
         for h in scan_all(body) {
             assert!(found.contains(&h), "split at {cut} lost {h}");
         }

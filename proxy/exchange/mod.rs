@@ -278,6 +278,15 @@ impl Drop for Row {
     }
 }
 
+/// What a request is, besides its target: whether it carries a body
+/// (SPEC §4), its method, and its path (none for a CONNECT).
+#[derive(Clone, Copy, Debug)]
+pub struct Sent<'a> {
+    pub body: bool,
+    pub method: &'a str,
+    pub path: Option<&'a str>,
+}
+
 /// The decision pipeline shared by plain HTTP, CONNECT and intercepted
 /// requests: name rules → resolve → classify → taint. Each step is
 /// `policy`'s; this only gathers what they need.
@@ -287,14 +296,14 @@ pub async fn admit(
     task: &TaskConfig,
     target: &Target,
     host_header: &HostHeader,
-    carries_body: bool,
-    method: &str,
-    path: Option<&str>,
+    sent: Sent<'_>,
 ) -> Verdict<Admission> {
-    let carries_body =
-        task.taint
-            .by_owner
-            .body_counts(carries_body, &target.host.to_string(), method, path);
+    let Sent { method, path, .. } = sent;
+    let host = target.host.to_string();
+    let carries_body = task
+        .taint
+        .by_owner
+        .body_counts(sent.body, &host, method, path);
     let rules = runtime.asks.effective(&task.rules);
     let name = policy::decide_name(&rules, target, host_header);
     let asking = matches!(&name, Verdict::Deny(r) if policy::askable(&rules, r));

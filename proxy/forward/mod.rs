@@ -136,17 +136,8 @@ pub async fn relay(
     let mut ex = Exchange { body, ..ex };
     let (shared, host_header, method) = (&ctx.shared, &out.host_header, ex.method.as_str());
     let path = ex.path.as_deref();
-    let verdict = admit(
-        shared,
-        &ctx.task,
-        task,
-        target,
-        host_header,
-        body,
-        method,
-        path,
-    )
-    .await;
+    let sent = crate::exchange::Sent { body, method, path };
+    let verdict = admit(shared, &ctx.task, task, target, host_header, sent).await;
     let (admitted, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => {

@@ -86,6 +86,11 @@ const BINARY_MAGIC: &[&[u8]] = &[
     b"%PDF",
 ];
 
+/// Does a stream that starts with `bytes` read as binary content?
+pub fn starts_binary(bytes: &[u8]) -> bool {
+    binary(&bytes[..bytes.len().min(4)]) == Some(true)
+}
+
 /// Is `head` (up to four bytes) the start of binary content? None while
 /// more bytes could still tell.
 fn binary(head: &[u8]) -> Option<bool> {

@@ -59,6 +59,7 @@ mod tests;
 use std::sync::Arc;
 
 use super::scan::{Named, Scanner};
+pub use archive::starts_binary;
 use archive::Content;
 use codec::{Broke, Layer, LayerError};
 use coding::Coding;

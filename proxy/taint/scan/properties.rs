@@ -28,6 +28,8 @@ fn corpus() -> impl Strategy<Value = Vec<u8>> {
         Just("ent&#46;example&#x2e;com&period;x&amp;y&nbspz&sol;&uuml".to_string()),
         Just(r"esc\x2eexample\u{2e}com\.io\ud835\udc29\U0000002e".to_string()),
         Just("sha512-ab//cd+ef==//5b8a3a7765dfe0 -//W3C//".to_string()),
+        Just("see github.com/acme/tool and https://api.github.com/repos/o/r ".to_string()),
+        Just("date.now() readme.md [profile.dev] admin@mail.example.org ".to_string()),
         "[a-z ./:%\\\\]{0,12}",
         "[a-zA-Z0-9 ./:%\\\\@<>_é-]{0,16}",
         "[a-z.&#;x/\\\\u{}0-9]{0,16}",
@@ -57,23 +59,37 @@ fn windows() -> impl Strategy<Value = Vec<u8>> {
         1 => Just(b" docs.example.com ".to_vec()),
         1 => Just(b"api.example.co.uk/".to_vec()),
         1 => Just(b"x.io".to_vec()),
+        1 => Just(b"github.com/".to_vec()),
+        1 => Just(b"github.com".to_vec()),
         1 => Just(b"//".to_vec()),
         1 => Just(b"/".to_vec()),
     ];
     prop::collection::vec(piece, 1..16).prop_map(|v| v.concat())
 }
 
-/// Every report, in order (not sorted or deduplicated).
+/// Every report, in order (not sorted or deduplicated), with how each
+/// name was written and the path read after it.
 fn reports(s: &mut Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
     let mut found = Vec::new();
+    let mut push = |n: Named| {
+        found.push(format!(
+            "{} {:?} {:?} {}",
+            n.host, n.seen, n.path, n.path_cut
+        ))
+    };
     for c in chunks {
-        s.feed(c, &mut |h| found.push(h.host));
+        s.feed(c, &mut push);
         if peek {
-            s.peek(&mut |h| found.push(h.host));
+            s.peek(&mut push);
         }
     }
-    s.finish(&mut |h| found.push(h.host));
+    s.finish(&mut push);
     found
+}
+
+/// Scanners that read the path after these hosts.
+fn forges() -> Option<std::sync::Arc<[Box<str>]>> {
+    Some(vec!["github.com".into(), "api.github.com".into()].into())
 }
 
 fn split_at(body: &[u8], cuts: Vec<usize>) -> Vec<&[u8]> {
@@ -89,7 +105,10 @@ fn split_at(body: &[u8], cuts: Vec<usize>) -> Vec<&[u8]> {
 }
 
 fn feed_all(s: &mut Scanner, chunks: &[&[u8]], peek: bool) -> Vec<String> {
-    let mut found = reports(s, chunks, peek);
+    let mut found: Vec<String> = reports(s, chunks, peek)
+        .into_iter()
+        .map(|r| r.split(' ').next().unwrap_or("").to_string())
+        .collect();
     found.sort();
     found.dedup();
     found
@@ -139,8 +158,8 @@ proptest! {
         peek in any::<bool>(),
     ) {
         let chunks = split_at(&body, cuts);
-        let fast = reports(&mut Scanner::new(), &chunks, peek);
-        let bytes = reports(&mut Scanner::new().byte_path_only(), &chunks, peek);
+        let fast = reports(&mut Scanner::new().with_owner_hosts(forges()), &chunks, peek);
+        let bytes = reports(&mut Scanner::new().with_owner_hosts(forges()).byte_path_only(), &chunks, peek);
         prop_assert_eq!(fast, bytes);
     }
 
