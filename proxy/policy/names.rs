@@ -216,13 +216,19 @@ pub fn bare_evidence(token: &[u8], before: u8, term: u8) -> Seen {
 /// a member of a call's result (`x().y.com`) or a relative import
 /// (`from .sansio.app import`).
 fn code_context(before: u8, term: u8) -> bool {
-    matches!(term, b'(' | b'[' | b'=' | b'{') || matches!(before, b')' | b']' | b'$' | b'#' | b'.')
+    CODE_AFTER.contains(&term) || matches!(before, b')' | b']' | b'$' | b'#' | b'.')
 }
+
+/// Bytes after a name that make it code: a call, an index, an
+/// assignment, a block (an opening brace, written as `\x7b`).
+const CODE_AFTER: &[u8] = b"([=\x7b";
+
+/// The old generic top-level suffixes.
+const GENERIC: &[&str] = &["com", "org", "net", "edu", "gov", "mil", "int"];
 
 /// The common suffixes of hosts in text: the old generic ones, and
 /// two-letter country codes that are neither file extensions nor words.
 fn classic_suffix(last: &[u8]) -> bool {
-    const GENERIC: &[&str] = &["com", "org", "net", "edu", "gov", "mil", "int"];
     GENERIC.iter().any(|g| g.as_bytes() == last)
         || (last.len() == 2
             && !FILE_EXTENSIONS.iter().any(|e| e.as_bytes() == last)
