@@ -144,6 +144,9 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
     let generation = p.new.generation;
     let new = Arc::new(p.new);
     shared.snapshot.store(new.clone());
+    for t in &new.tasks {
+        crate::state::record_allow_list(&new, t);
+    }
     if let Some(r) = p.resolver {
         shared.resolver.store(r);
     }
@@ -344,12 +347,12 @@ fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usiz
         return rt.tunnels.revoke_where(|_, _, _, _| true);
     };
     let own = shared.own.load();
-    rt.tunnels.revoke_where(|host, port, addr, opaque| {
+    rt.tunnels.revoke_with_path(|host, port, addr, opaque, path| {
         let Ok(target) = parse_authority(&format!("{host}:{port}"), None) else {
             return true;
         };
         let taint = if opaque {
-            rt.taint.state(host, None, &task.taint)
+            rt.taint.state(host, path, &task.taint)
         } else {
             TaintState::Clean
         };

@@ -79,6 +79,7 @@ impl TaskRuntime {
 
     /// Creates a task's runtime, reloading its taint set from disk.
     pub fn new(task: &TaskConfig, snapshot: &Snapshot, metrics: &Metrics) -> TaskRuntime {
+        record_allow_list(snapshot, task);
         let path = snapshot
             .state_dir
             .join("tasks")
@@ -167,5 +168,28 @@ impl Shared {
             .values()
             .cloned()
             .collect()
+    }
+}
+
+/// The file in a task's state folder that says what its allow-list is now
+/// (`host:port` a line), so `sluice report` can tell which tainted names
+/// the task may reach. Rewritten at start and on each reload; a failure
+/// to write it only costs the report that knowledge.
+pub const ALLOW_LIST_FILE: &str = "allow-list.txt";
+
+/// Writes [`ALLOW_LIST_FILE`] for a task.
+pub fn record_allow_list(snapshot: &Snapshot, task: &TaskConfig) {
+    let dir = snapshot.state_dir.join("tasks").join(&task.id);
+    let text: String = task
+        .rules
+        .allow
+        .sorted()
+        .into_iter()
+        .map(|e| e + "\n")
+        .collect();
+    let written = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(dir.join(ALLOW_LIST_FILE), text));
+    if let Err(e) = written {
+        tracing::warn!(task = %task.id, error = %e, "cannot record the allow-list for sluice report");
     }
 }

@@ -95,23 +95,13 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
     if o.json {
         return print_json(&rows);
     }
-    // The destinations a task may reach are those it was allowed to.
-    let allowed = |h: &str| {
-        rows.iter()
-            .any(|d| d.host == h && d.allowed + d.tunnels > 0)
-    };
+    // What taint changes comes first, then the destinations.
+    let raw = crate::report::rows(&dir, task, since);
+    for t in &tasks {
+        print!("{}", crate::report::taint::leading(&dir, t, &rows, &raw, o.taint));
+    }
     if !o.taint {
         print!("{}", crate::report::table(&rows));
-    }
-    let all_rows = crate::report::rows(&dir, task, since);
-    for line in crate::report::taint::would_deny_lines(&all_rows) {
-        println!("{line}");
-    }
-    for t in &tasks {
-        print!(
-            "{}",
-            crate::report::taint::section(&dir, t, &allowed, o.taint)
-        );
     }
     ExitCode::SUCCESS
 }

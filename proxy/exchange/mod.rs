@@ -468,16 +468,46 @@ impl ConnCtx {
         addr: std::net::SocketAddr,
         opaque: bool,
     ) -> Verdict {
+        self.recheck(target, addr, opaque.then_some(None))
+    }
+
+    /// [`ConnCtx::recheck_open`] for a request body streaming upstream:
+    /// taint applies with the request's path (`None`: it does not apply,
+    /// git's fetch to a forge).
+    pub fn recheck_body(
+        &self,
+        target: &Target,
+        addr: std::net::SocketAddr,
+        path: Option<&str>,
+    ) -> Verdict {
+        self.recheck(target, addr, path.map(Some))
+    }
+
+    /// Does taint apply to a body sent to `host` with this method and path
+    /// (everything but git's fetch to a forge)?
+    pub fn taint_applies(&self, host: &str, method: &str, path: &str) -> bool {
+        let snap = self.shared.snapshot.load();
+        self.task_config(&snap)
+            .is_none_or(|t| t.taint.by_owner.body_counts(true, host, method, Some(path)))
+    }
+
+    /// `taint`: `None` when it does not apply; else the path to judge the
+    /// owner by (`None` inside: an opaque stream, any owner).
+    fn recheck(
+        &self,
+        target: &Target,
+        addr: std::net::SocketAddr,
+        taint: Option<Option<&str>>,
+    ) -> Verdict {
         let snap = self.shared.snapshot.load();
         let Some(task) = self.task_config(&snap) else {
             return Verdict::Deny(task_gone());
         };
-        let taint = if opaque {
-            self.task
-                .taint
-                .state(&target.host.to_string(), None, &task.taint)
-        } else {
-            policy::TaintState::Clean
+        let opaque = taint.is_some();
+        let host = target.host.to_string();
+        let taint = match taint {
+            Some(path) => self.task.taint.state(&host, path, &task.taint),
+            None => policy::TaintState::Clean,
         };
         policy::decide_open(
             &self.task.asks.effective(&task.rules),

@@ -112,31 +112,29 @@ impl ConnCtx {
         }
     }
 
-    /// Closes the opaque tunnels a new taint refuses: to the host, or for
-    /// an owner to every host of its family (an opaque tunnel names no
-    /// owner).
+    /// Closes the opaque tunnels and request bodies a new taint refuses:
+    /// to the host, or for an owner on a multi-tenant host, every stream
+    /// of its family that the store now calls tainted (an opaque tunnel,
+    /// or a body to that owner's paths or to a path naming none).
     fn revoke(&self, task: &TaskConfig, key: &TaintKey) {
-        match key {
-            TaintKey::Host(h) => {
-                self.task.tunnels.revoke(h);
-                if task.taint.by_owner.family_of(h).is_some() {
-                    self.revoke_family(task, h);
-                }
-            }
-            TaintKey::Owner { root, .. } => self.revoke_family(task, root),
-        }
-    }
-
-    fn revoke_family(&self, task: &TaskConfig, root: &str) {
         let by = &task.taint.by_owner;
-        let Some(family) = by.family_of(root) else {
-            return;
-        };
-        for h in by.hosts() {
-            if by.family_of(h).is_some_and(|f| f.root == family.root) {
+        let root = match key {
+            TaintKey::Host(h) if by.family_of(h).is_none() => {
                 self.task.tunnels.revoke(h);
+                return;
             }
-        }
+            TaintKey::Host(h) => h.as_str(),
+            TaintKey::Owner { root, .. } => root.as_str(),
+        };
+        let store = &self.task.taint;
+        self.task.tunnels.revoke_with_path(|h, _, _, opaque, path| {
+            opaque
+                && by.family_of(h).is_some_and(|f| f.root == root)
+                && matches!(
+                    store.state(h, path, &task.taint),
+                    crate::policy::TaintState::Tainted { .. }
+                )
+        });
     }
 
     /// The response ended: lets go of what it held, and says in one line

@@ -91,7 +91,7 @@ fn run_in(o: &Options, state: &Path, started: &str) -> Result<ExitCode, String> 
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
     let code = rt.block_on(serve_and_run(o, snapshot, state, &by_handle))?;
     drop(rt);
-    print_report(o, state, &by_handle, &task, started);
+    print_report(o, state, &by_handle, &task.id, started);
     drop(held);
     Ok(code)
 }
@@ -260,10 +260,9 @@ fn print_report(
     o: &Options,
     state: &Path,
     by_handle: &Path,
-    config: &crate::config::TaskConfig,
+    task: &str,
     started: &str,
 ) {
-    let task = config.id.as_str();
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         // Whatever the command left the terminal in (hidden text, say).
         eprint!("\x1b[0m");
@@ -280,17 +279,12 @@ fn print_report(
             return;
         }
     };
-    // What taint changes comes first: the tainted names the command may
-    // reach, with where they were named; the rest is a count.
-    let allowed = |h: &str| config.rules.allow.names(h);
+    // What taint changes comes first, as `sluice report` prints it.
+    let raw = crate::report::rows(by_handle, Some(task), Some(started));
     eprint!(
         "{}",
-        crate::report::taint::section(by_handle, task, &allowed, false)
+        crate::report::taint::leading(by_handle, task, &rows, &raw, false)
     );
-    let raw = crate::report::rows(by_handle, Some(task), Some(started));
-    for line in crate::report::taint::would_deny_lines(&raw) {
-        eprintln!("{line}");
-    }
     eprint!("{}", crate::report::table(&rows));
     if o.learn {
         let line = crate::report::allow_list(&rows, task);

@@ -34,11 +34,13 @@ pub(super) fn register_body(
         return Ok(None);
     };
     let stop = ctx.shared.hard_stop.child_token();
+    let path = ex.path.as_deref().unwrap_or("/");
+    let taint = ctx.taint_applies(&ex.host, ex.method.as_str(), path);
     let guard = ctx
         .task
         .tunnels
-        .register_owned(&ex.host, addr.addr(), stop.clone());
-    if let Verdict::Deny(r) = ctx.recheck_open(target, addr.addr(), true) {
+        .register_owned(&ex.host, addr.addr(), (taint, path), stop.clone());
+    if let Verdict::Deny(r) = ctx.recheck_body(target, addr.addr(), taint.then_some(path)) {
         return Err(r);
     }
     Ok(Some((guard, stop)))

@@ -35,6 +35,21 @@ pub fn taint_set(state_dir: &Path, task: &str) -> Vec<Taint> {
         .collect()
 }
 
+/// The hosts a task's allow-list names, as sluice last recorded them
+/// (`state::ALLOW_LIST_FILE`), if it did.
+pub fn recorded_allow_list(state_dir: &Path, task: &str) -> Option<Vec<String>> {
+    let path = state_dir
+        .join("tasks")
+        .join(task)
+        .join(crate::state::ALLOW_LIST_FILE);
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| l.rsplit_once(':').map(|(h, _)| h.to_string()))
+            .collect(),
+    )
+}
+
 /// Is this taint's host (for an owner, any host of its family) one that
 /// `allowed` says the task may reach?
 pub fn on_allow_list(key: &str, allowed: &dyn Fn(&str) -> bool) -> bool {
@@ -90,10 +105,40 @@ pub fn section(state_dir: &Path, task: &str, allowed: &dyn Fn(&str) -> bool, ful
     out
 }
 
+/// What `sluice report` (and `sluice exec` after its command) prints
+/// about one task's taint before the destinations: the requests a
+/// shadow-mode taint would have refused, then [`section`]. The allow-list
+/// is the one sluice recorded; without it, the destinations the task was
+/// admitted to or refused only by taint.
+pub fn leading(
+    state_dir: &Path,
+    task: &str,
+    rows: &[super::Destination],
+    raw: &[AccessRecord],
+    full: bool,
+) -> String {
+    let recorded = recorded_allow_list(state_dir, task);
+    let allowed = |h: &str| match &recorded {
+        Some(list) => list.iter().any(|a| a == h),
+        None => rows.iter().any(|d| {
+            d.task == task
+                && d.host == h
+                && (d.allowed + d.tunnels > 0 || d.rules.contains(Rule::UntrustedTarget.as_str()))
+        }),
+    };
+    let mut out = String::new();
+    for line in would_deny_lines(raw.iter().filter(|r| &*r.task == task)) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(&section(state_dir, task, &allowed, full));
+    out
+}
+
 /// Requests a shadow-mode taint let through that enforce would have
 /// refused, with the provenance: `WOULD_DENY POST https://… (named by …)`.
-pub fn would_deny_lines(rows: &[AccessRecord]) -> Vec<String> {
-    rows.iter()
+pub fn would_deny_lines<'a>(rows: impl IntoIterator<Item = &'a AccessRecord>) -> Vec<String> {
+    rows.into_iter()
         .filter(|r| {
             r.decision == verdict::WOULD_DENY
                 && r.rule.as_deref() == Some(Rule::UntrustedTarget.as_str())

@@ -36,6 +36,9 @@ struct TunnelEntry {
     addr: SocketAddr,
     /// Opaque tunnels carry a body; intercepted ones are decided per request.
     opaque: bool,
+    /// A request body's path (for the owner on a multi-tenant host); none
+    /// for a tunnel.
+    path: Option<Arc<str>>,
     token: CancellationToken,
 }
 
@@ -59,6 +62,7 @@ impl TunnelRegistry {
             port: addr.port(),
             addr,
             opaque,
+            path: None,
             token,
         };
         // A std Mutex over a plain map, never held across an await.
@@ -73,15 +77,21 @@ impl TunnelRegistry {
 
     /// Registers a body-carrying connection whose owner cannot hold a
     /// borrow (a request body streaming upstream).
+    /// `opaque`: taint applies to it (not git's fetch to a forge); `path`:
+    /// the request's.
     pub fn register_owned(
         self: &Arc<Self>,
         host: &str,
         addr: SocketAddr,
+        (opaque, path): (bool, &str),
         token: CancellationToken,
     ) -> OwnedTunnelGuard {
-        let guard = self.register(host, addr, true, token);
+        let guard = self.register(host, addr, opaque, token);
         let id = guard.id;
         std::mem::forget(guard);
+        if let Some(e) = self.lock().get_mut(host).and_then(|t| t.get_mut(&id)) {
+            e.path = Some(path.into());
+        }
         OwnedTunnelGuard {
             registry: self.clone(),
             host: host.to_string(),
@@ -115,11 +125,19 @@ impl TunnelRegistry {
 
     /// Closes the tunnels `(host, port, connected address, opaque)` picks.
     pub fn revoke_where(&self, pick: impl Fn(&str, u16, SocketAddr, bool) -> bool) -> usize {
+        self.revoke_with_path(|h, port, addr, opaque, _| pick(h, port, addr, opaque))
+    }
+
+    /// [`TunnelRegistry::revoke_where`], also told a request body's path.
+    pub fn revoke_with_path(
+        &self,
+        pick: impl Fn(&str, u16, SocketAddr, bool, Option<&str>) -> bool,
+    ) -> usize {
         let open = self.lock();
         let mut n = 0;
         for (host, tunnels) in open.iter() {
             for t in tunnels.values() {
-                if pick(host, t.port, t.addr, t.opaque) {
+                if pick(host, t.port, t.addr, t.opaque, t.path.as_deref()) {
                     t.token.cancel();
                     n += 1;
                 }

@@ -62,9 +62,9 @@ fn text(b: &[u8]) -> String {
 
 /// The report exec printed: its stderr from the table's header on.
 fn printed_report(stderr: &str) -> String {
+    // It starts with the taint lines, then the destinations.
     let start = stderr
-        .find("   TASK  ")
-        .or_else(|| stderr.find("  TASK  "))
+        .find("taint (")
         .unwrap_or_else(|| panic!("no report in {stderr}"));
     let end = stderr[start..]
         .find("times UTC\n")
@@ -145,7 +145,9 @@ fn a_post_to_a_host_named_by_a_fetched_page_is_refused() {
     assert!(stderr.contains("untrusted-target"), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "tainted: paste.example.com (named by http://pkgs.example.com:{p}/readme"
+            "1 tainted on the allow-list (a body to these is refused; after checking one, \
+             clear it with: sluice untaint --task t NAME)\n  paste.example.com  named by \
+             http://pkgs.example.com:{p}/readme"
         )),
         "{stderr}"
     );

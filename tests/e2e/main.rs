@@ -18,6 +18,7 @@ mod installs;
 mod lifetimes;
 mod limits;
 mod netns;
+mod owners;
 mod ops;
 mod snapshots;
 mod taint;

@@ -214,9 +214,6 @@ fn name(t: &[u8], ctx: Ctx, found: &mut impl FnMut(Named)) -> bool {
 /// as a file name or code, `policy::names::bare_evidence`).
 fn host_of(token: &[u8], ctx: Ctx) -> Option<Named> {
     let Ctx { url, term, .. } = ctx;
-    if ctx.urls_only && !url {
-        return None;
-    }
     let trim = |b: &u8| matches!(b, b'.' | b'-' | b'_');
     let start = token.iter().position(|b| !trim(b))?;
     let end = token.len() - token.iter().rev().position(|b| !trim(b))?;
@@ -238,7 +235,14 @@ fn host_of(token: &[u8], ctx: Ctx) -> Option<Named> {
                 _ => token[start - 1],
             };
             let term = if end < token.len() { token[end] } else { term };
-            Some(Named::new(n, bare_evidence(t, before, term)))
+            // In binary content only URLs count as text; a bare name there
+            // still counts where an allow-list names it.
+            let seen = if ctx.urls_only {
+                Seen::Weak
+            } else {
+                bare_evidence(t, before, term)
+            };
+            Some(Named::new(n, seen))
         }
         _ => None,
     }

@@ -195,8 +195,9 @@ pub struct Scanner {
     owners: Option<path::OwnerHosts>,
     /// The path being read after one of them.
     cap: Option<path::Capture>,
-    /// Binary content (an executable, an image): only names in URL
-    /// context count.
+    /// Binary content (an executable, an image): bare names there are
+    /// reported as [`Seen::Weak`] (they count only where an allow-list
+    /// names them); names in URL context count.
     urls_only: bool,
 }
 
@@ -236,8 +237,8 @@ impl Scanner {
         self
     }
 
-    /// Only names in URL context count: the text is the printable strings
-    /// of binary content (an executable, an image, a font).
+    /// The text is the printable strings of binary content (an
+    /// executable, an image, a font): bare names are [`Seen::Weak`].
     pub fn urls_only(mut self, on: bool) -> Self {
         self.urls_only = on;
         self
