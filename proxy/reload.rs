@@ -347,19 +347,20 @@ fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usiz
         return rt.tunnels.revoke_where(|_, _, _, _| true);
     };
     let own = shared.own.load();
-    rt.tunnels.revoke_with_path(|host, port, addr, opaque, path| {
-        let Ok(target) = parse_authority(&format!("{host}:{port}"), None) else {
-            return true;
-        };
-        let taint = if opaque {
-            rt.taint.state(host, path, &task.taint)
-        } else {
-            TaintState::Clean
-        };
-        // The same decision a tunnel meets when it registers.
-        let rules = rt.asks.effective(&task.rules);
-        policy::decide_open(&rules, &target, addr, &own, &taint, opaque, &task.id).is_deny()
-    })
+    rt.tunnels
+        .revoke_with_path(|host, port, addr, opaque, path| {
+            let Ok(target) = parse_authority(&format!("{host}:{port}"), None) else {
+                return true;
+            };
+            let taint = if opaque {
+                rt.taint.state(host, path, &task.taint)
+            } else {
+                TaintState::Clean
+            };
+            // The same decision a tunnel meets when it registers.
+            let rules = rt.asks.effective(&task.rules);
+            policy::decide_open(&rules, &target, addr, &own, &taint, opaque, &task.id).is_deny()
+        })
 }
 
 /// Watches the config file (and its folder, so editors that replace the

@@ -98,7 +98,10 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
     // What taint changes comes first, then the destinations.
     let raw = crate::report::rows(&dir, task, since);
     for t in &tasks {
-        print!("{}", crate::report::taint::leading(&dir, t, &rows, &raw, o.taint));
+        print!(
+            "{}",
+            crate::report::taint::leading(&dir, t, &rows, &raw, o.taint)
+        );
     }
     if !o.taint {
         print!("{}", crate::report::table(&rows));

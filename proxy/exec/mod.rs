@@ -256,13 +256,7 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
 /// The report of the run (what `sluice report --since START` prints for
 /// its state: a reused state folder holds earlier runs too), where each
 /// taint came from, and with `--learn` the allow line.
-fn print_report(
-    o: &Options,
-    state: &Path,
-    by_handle: &Path,
-    task: &str,
-    started: &str,
-) {
+fn print_report(o: &Options, state: &Path, by_handle: &Path, task: &str, started: &str) {
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         // Whatever the command left the terminal in (hidden text, say).
         eprint!("\x1b[0m");

@@ -64,13 +64,24 @@ fn git_cgi(root: &Path, req: &Seen) -> Option<Response<Full<Bytes>>> {
     });
     let out = child.wait_with_output().ok()?;
     let _ = writer.join();
-    let split = out.stdout.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
-    let split = split.or_else(|| out.stdout.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2)));
+    let split = out
+        .stdout
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4));
+    let split = split.or_else(|| {
+        out.stdout
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .map(|i| (i, 2))
+    });
     let (at, gap) = split?;
     let head = String::from_utf8_lossy(&out.stdout[..at]).to_string();
     let mut resp = Response::new(Full::new(Bytes::copy_from_slice(&out.stdout[at + gap..])));
     for line in head.lines() {
-        let Some((k, v)) = line.split_once(':') else { continue };
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
         if k.eq_ignore_ascii_case("status") {
             let code: u16 = v.trim().get(..3)?.parse().ok()?;
             *resp.status_mut() = hyper::StatusCode::from_u16(code).ok()?;
@@ -117,7 +128,10 @@ fn an_owner_is_tainted_not_the_forge_and_a_person_can_clear_it() {
     let p = up.port();
     let gh = |path: &str| format!("http://github.com:{p}{path}");
     let api = |path: &str| format!("http://api.github.com:{p}{path}");
-    assert_eq!(via(&s, &format!("http://docs.example.com:{p}/readme"), &[]).status, 200);
+    assert_eq!(
+        via(&s, &format!("http://docs.example.com:{p}/readme"), &[]).status,
+        200
+    );
     let taint = s.taint_log("t", 1);
     assert_eq!(taint.len(), 1, "only the owner, never the forge: {taint:?}");
     assert_eq!(taint[0]["host"], "github.com");
@@ -183,23 +197,46 @@ fn an_owner_is_tainted_not_the_forge_and_a_person_can_clear_it() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{said} {}", String::from_utf8_lossy(&out.stderr));
-    assert!(said.contains("untainted github.com/attacker for task t"), "{said}");
+    assert!(
+        out.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("untainted github.com/attacker for task t"),
+        "{said}"
+    );
     assert_eq!(post(&s, &gh("/attacker/x/issues")).status, 200);
     let lines = s.taint_log("t", 2);
     let cleared = &lines[1];
     assert_eq!(cleared["event"], "untaint");
     assert_eq!(cleared["owner"], "attacker");
-    assert_eq!(cleared["cleared_source"], format!("http://docs.example.com:{p}/readme"));
+    assert_eq!(
+        cleared["cleared_source"],
+        format!("http://docs.example.com:{p}/readme")
+    );
     assert!(
-        cleared["by"].as_str().unwrap().contains("sluice untaint, uid"),
+        cleared["by"]
+            .as_str()
+            .unwrap()
+            .contains("sluice untaint, uid"),
         "{cleared}"
     );
     // Clearing what is not tainted says so, by the API as by the CLI.
     let url = format!("http://{}/tasks/t/untaint", s.admin());
-    let out = curl(&["-s", "-w", "\n%{http_code}", "--data", "paste.example.com", &url]);
+    let out = curl(&[
+        "-s",
+        "-w",
+        "\n%{http_code}",
+        "--data",
+        "paste.example.com",
+        &url,
+    ]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(text.ends_with("\n404") && text.contains("is not tainted"), "{text}");
+    assert!(
+        text.ends_with("\n404") && text.contains("is not tainted"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -212,7 +249,14 @@ fn an_untaint_survives_a_restart_and_the_page_taints_again() {
     assert_eq!(via(&s, &readme, &[]).status, 200);
     s.taint_log("t", 1);
     let url = format!("http://{}/tasks/t/untaint", s.admin());
-    let out = curl(&["-s", "-w", "\n%{http_code}", "--data", "github.com/attacker", &url]);
+    let out = curl(&[
+        "-s",
+        "-w",
+        "\n%{http_code}",
+        "--data",
+        "github.com/attacker",
+        &url,
+    ]);
     assert!(String::from_utf8_lossy(&out.stdout).ends_with("\n200"));
     s.taint_log("t", 2);
     s.kill_and_restart();
@@ -235,7 +279,11 @@ fn git_clone_fetch_and_push_of_the_tasks_own_repo_pass_after_an_install() {
             .current_dir(dir)
             .output()
             .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         out
     };
     for owner in ["me", "visionmedia"] {
@@ -247,7 +295,16 @@ fn git_clone_fetch_and_push_of_the_tasks_own_repo_pass_after_an_install() {
         git(&work, &["commit", "-q", "-m", "first"]);
         std::fs::create_dir_all(root.path().join(owner)).unwrap();
         let bare = root.path().join(owner).join("repo.git");
-        git(root.path(), &["clone", "-q", "--bare", work.to_str().unwrap(), bare.to_str().unwrap()]);
+        git(
+            root.path(),
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                work.to_str().unwrap(),
+                bare.to_str().unwrap(),
+            ],
+        );
         git(&bare, &["config", "http.receivepack", "true"]);
     }
     let up = forge(Some(root.path().to_path_buf()));
@@ -265,7 +322,9 @@ fn git_clone_fetch_and_push_of_the_tasks_own_repo_pass_after_an_install() {
             .then_some(rows)
     })
     .expect("the packument taints github.com/visionmedia");
-    assert!(rows.iter().all(|r| !(r["host"] == "github.com" && r["owner"].is_null())));
+    assert!(rows
+        .iter()
+        .all(|r| !(r["host"] == "github.com" && r["owner"].is_null())));
 
     let client = tempfile::tempdir().unwrap();
     let proxy = s.proxy(0);
@@ -280,31 +339,65 @@ fn git_clone_fetch_and_push_of_the_tasks_own_repo_pass_after_an_install() {
             .unwrap()
     };
     let ok = |out: std::process::Output, what: &str| {
-        assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     let mine = format!("http://github.com:{p}/me/repo.git");
     ok(through(&["clone", "-q", &mine, "mine"]), "git clone");
-    ok(through(&["-C", "mine", "fetch", "-q", "origin"]), "git fetch");
+    ok(
+        through(&["-C", "mine", "fetch", "-q", "origin"]),
+        "git fetch",
+    );
     std::fs::write(client.path().join("mine/CHANGE"), "work\n").unwrap();
     ok(through(&["-C", "mine", "add", "CHANGE"]), "git add");
-    ok(through(&["-C", "mine", "commit", "-q", "-m", "work"]), "git commit");
-    ok(through(&["-C", "mine", "push", "-q", "origin", "main"]), "git push");
+    ok(
+        through(&["-C", "mine", "commit", "-q", "-m", "work"]),
+        "git commit",
+    );
+    ok(
+        through(&["-C", "mine", "push", "-q", "origin", "main"]),
+        "git push",
+    );
     let log = git(&root.path().join("me/repo.git"), &["log", "--oneline"]);
-    assert!(String::from_utf8_lossy(&log.stdout).contains("work"), "the push landed");
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("work"),
+        "the push landed"
+    );
 
     // A clone of the owner the metadata named is a read: it passes. A push
     // to it carries the task's work to that owner: refused, nothing lands.
     let theirs = format!("http://github.com:{p}/visionmedia/repo.git");
-    ok(through(&["clone", "-q", &theirs, "theirs"]), "git clone of a tainted owner");
+    ok(
+        through(&["clone", "-q", &theirs, "theirs"]),
+        "git clone of a tainted owner",
+    );
     std::fs::write(client.path().join("theirs/LEAK"), "secret\n").unwrap();
     ok(through(&["-C", "theirs", "add", "LEAK"]), "git add");
-    ok(through(&["-C", "theirs", "commit", "-q", "-m", "leak"]), "git commit");
+    ok(
+        through(&["-C", "theirs", "commit", "-q", "-m", "leak"]),
+        "git commit",
+    );
     let out = through(&["-C", "theirs", "push", "-q", "origin", "main"]);
-    assert!(!out.status.success(), "the push to a tainted owner was refused");
-    let log = git(&root.path().join("visionmedia/repo.git"), &["log", "--oneline"]);
-    assert!(!String::from_utf8_lossy(&log.stdout).contains("leak"), "nothing landed");
     assert!(
-        !up.requests().iter().any(|r| r.method == "POST" && r.uri.starts_with("/visionmedia/repo.git/git-receive-pack")),
+        !out.status.success(),
+        "the push to a tainted owner was refused"
+    );
+    let log = git(
+        &root.path().join("visionmedia/repo.git"),
+        &["log", "--oneline"],
+    );
+    assert!(
+        !String::from_utf8_lossy(&log.stdout).contains("leak"),
+        "nothing landed"
+    );
+    assert!(
+        !up.requests()
+            .iter()
+            .any(|r| r.method == "POST"
+                && r.uri.starts_with("/visionmedia/repo.git/git-receive-pack")),
         "no receive-pack reached the tainted owner"
     );
     let refused = row_where(&s, "t", "github.com", |r| r["rule"] == "untrusted-target");

@@ -3,6 +3,7 @@
 
 mod archives;
 pub(crate) mod build;
+mod hiding;
 
 use super::*;
 use build::*;
