@@ -1,16 +1,20 @@
-//! The precision corpus (issue 11): real package-registry documents and
-//! packages, fetched once with the ordinary package clients, run through
-//! [`BodyScanner`](super::BodyScanner) as a proxy would see them, and
-//! through `policy::worth_tainting`, which decides what of that joins a
-//! taint set: the names here are exactly what the fixture would taint.
+//! The precision corpus (issues 11, 26): real package-registry documents
+//! and packages, fetched once with the ordinary package clients, run
+//! through [`BodyScanner`](super::BodyScanner) as a proxy would see them,
+//! and through `policy::names::taint_key` with the default settings, which
+//! decides what of that joins a taint set.
 //!
 //! Each fixture's names must be plausible (a label before a known public
 //! suffix, no base64 or hex fragments), must include the hosts its
-//! archives name, and must equal the reviewed list beside it,
-//! `tests/fixtures/corpus/<file>.hosts`. After a scanner change,
+//! archives name, and are measured against the reviewed list beside it,
+//! `tests/fixtures/corpus/<file>.hosts` (the names a person reading the
+//! fixture takes as hosts): precision at least 95 %, recall at least 99 %. After a scanner change,
 //! regenerate the lists with `SLUICE_BLESS=1 cargo test --lib
-//! taint::body::corpus` and review the diff by eye: noise there is a
-//! scanner bug.
+//! taint::body::corpus`, review the diff by eye and take out what is not
+//! a host (today one line: `xxx.xxx.xxx.xxx`, a mask in a docstring of the
+//! requests wheel); `python3 tools/corpus-urls.py` checks the lists hold
+//! every name an independent regular expression finds in URL or e-mail
+//! context.
 
 use std::path::PathBuf;
 
@@ -54,6 +58,7 @@ const FIXTURES: &[(&str, Stacks, &[&str])] = &[
         &["github.com/indexmap-rs"],
     ),
     ("vary.README.md", &[&[]], &["nodejs.org", "coveralls.io"]),
+    ("ms-2.1.3.tgz", &[&[]], &["github.com/vercel"]),
     // A native addon: a Mach-O binary beside its JavaScript.
     ("fsevents-2.3.3.tgz", &[&[]], &["github.com/fsevents"]),
     // A crate whose tests list hundreds of `*.rs` files.
