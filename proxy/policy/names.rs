@@ -179,7 +179,7 @@ pub fn bare_evidence(token: &[u8], before: u8, term: u8) -> Seen {
     if before == b'@' {
         return Seen::Email;
     }
-    if code_context(before, term) || code_shape(token) {
+    if code_context(before, term) || code_shape(token) || placeholder(token) {
         return Seen::Weak;
     }
     // A path after it (`pastebin.com/raw/x`): a URL without its scheme.
@@ -258,6 +258,15 @@ fn code_shape(token: &[u8]) -> bool {
             || l.windows(2)
                 .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
     }) || (lower_first && token.iter().any(u8::is_ascii_uppercase))
+}
+
+/// A mask or placeholder: every label one repeated character
+/// (`xxx.xxx.xxx.xxx`).
+fn placeholder(token: &[u8]) -> bool {
+    token.split(|&b| b == b'.').all(|l| {
+        l.first()
+            .is_some_and(|f| l.iter().all(|b| b.eq_ignore_ascii_case(f)))
+    })
 }
 
 fn last_label(token: &[u8]) -> &[u8] {
@@ -383,6 +392,8 @@ mod tests {
             ("flask.app", b' ', b' ', Seen::Weak),
             ("req.app", b' ', b';', Seen::Weak),
             ("datetime.date", b' ', b' ', Seen::Weak),
+            ("xxx.xxx.xxx.xxx", b' ', b'\n', Seen::Weak),
+            ("www.xxx.com", b' ', b' ', Seen::Bare),
         ];
         for &(t, before, term, want) in cases {
             assert_eq!(

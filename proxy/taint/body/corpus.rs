@@ -11,8 +11,7 @@
 //! fixture takes as hosts): precision at least 95 %, recall at least 99 %. After a scanner change,
 //! regenerate the lists with `SLUICE_BLESS=1 cargo test --lib
 //! taint::body::corpus`, review the diff by eye and take out what is not
-//! a host (today one line: `xxx.xxx.xxx.xxx`, a mask in a docstring of the
-//! requests wheel); `python3 tools/corpus-urls.py` checks the lists hold
+//! a host; `python3 tools/corpus-urls.py` checks the lists hold
 //! every name an independent regular expression finds in URL or e-mail
 //! context.
 
