@@ -63,8 +63,8 @@ pub const PATH_MAX: usize = 160;
 /// Last labels that are also common file extensions: a bare `setup.py`,
 /// `readme.md` or `lib.rs` is a file name, not a host (SPEC §9).
 const FILE_EXTENSIONS: &[&str] = &[
-    "am", "ac", "cc", "in", "info", "js", "la", "map", "md", "mk", "ml", "mov", "pl", "pm", "ps",
-    "py", "rs", "sh", "so", "tf", "ts", "zip",
+    "ac", "am", "cab", "cc", "in", "info", "js", "la", "map", "md", "mk", "ml", "mov", "pl", "pm",
+    "ps", "py", "rs", "sh", "so", "tf", "ts", "zip",
 ];
 
 /// Top-level suffixes that are common English words or identifiers
@@ -80,26 +80,37 @@ const WORD_SUFFIXES: &[&str] = &[
     "auto",
     "bar",
     "be",
+    "black",
+    "blue",
+    "bold",
     "buy",
     "by",
     "call",
     "case",
+    "channel",
     "click",
     "codes",
     "data",
     "date",
     "dot",
     "download",
+    "email",
+    "events",
+    "family",
+    "final",
     "fire",
     "foo",
     "fun",
+    "ge",
     "get",
     "global",
     "go",
+    "green",
     "gt",
     "help",
     "host",
     "id",
+    "ing",
     "is",
     "it",
     "link",
@@ -118,21 +129,29 @@ const WORD_SUFFIXES: &[&str] = &[
     "one",
     "open",
     "page",
+    "pet",
+    "pid",
+    "pink",
     "play",
     "plus",
     "post",
     "properties",
     "property",
     "read",
+    "red",
     "report",
     "rest",
     "review",
     "run",
+    "safety",
     "save",
     "search",
+    "seek",
+    "select",
     "show",
     "site",
     "space",
+    "storage",
     "store",
     "stream",
     "style",
@@ -144,11 +163,15 @@ const WORD_SUFFIXES: &[&str] = &[
     "top",
     "total",
     "type",
+    "tz",
     "us",
     "watch",
+    "web",
+    "white",
     "win",
     "work",
     "world",
+    "yellow",
     "zero",
 ];
 
@@ -168,6 +191,7 @@ const RECEIVERS: &[&str] = &[
     "cls",
     "req",
     "res",
+    "builtins",
 ];
 
 /// Judges a bare token (as written, before normalisation, trimmed; ASCII
@@ -179,7 +203,7 @@ pub fn bare_evidence(token: &[u8], before: u8, term: u8) -> Seen {
     if before == b'@' {
         return Seen::Email;
     }
-    if code_context(before, term) || code_shape(token) || placeholder(token) {
+    if code_context(before, term) || code_shape(token) || placeholder(token) || not_a_name(token) {
         return Seen::Weak;
     }
     // A path after it (`pastebin.com/raw/x`): a URL without its scheme.
@@ -258,6 +282,24 @@ fn code_shape(token: &[u8]) -> bool {
             || l.windows(2)
                 .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
     }) || (lower_first && token.iter().any(u8::is_ascii_uppercase))
+}
+
+/// Shaped like something else: a version (`1.0.0.dev`: every label but
+/// the last is digits) or a reverse-DNS identifier (`com.android.art`,
+/// `org.apache.commons`: a generic top-level label first).
+fn not_a_name(token: &[u8]) -> bool {
+    let labels: Vec<&[u8]> = token.split(|&b| b == b'.').collect();
+    let Some((_, init)) = labels.split_last() else {
+        return false;
+    };
+    let version = init
+        .iter()
+        .all(|l| !l.is_empty() && l.iter().all(u8::is_ascii_digit));
+    let reversed = labels.len() >= 3
+        && GENERIC
+            .iter()
+            .any(|g| g.as_bytes().eq_ignore_ascii_case(labels[0]));
+    version || reversed
 }
 
 /// A mask or placeholder: every label one repeated character
@@ -393,6 +435,14 @@ mod tests {
             ("req.app", b' ', b';', Seen::Weak),
             ("datetime.date", b' ', b' ', Seen::Weak),
             ("xxx.xxx.xxx.xxx", b' ', b'\n', Seen::Weak),
+            ("1.0.0.dev", b' ', b' ', Seen::Weak),
+            ("com.android.art", b'"', b'"', Seen::Weak),
+            ("authrootstl.cab", b' ', b' ', Seen::Weak),
+            ("chalk.red.yellow.green", b' ', b' ', Seen::Weak),
+            ("h11.events", b' ', b' ', Seen::Weak),
+            ("builtins.int", b' ', b' ', Seen::Weak),
+            ("who.int", b' ', b' ', Seen::Bare),
+            ("org.example.com", b' ', b' ', Seen::Weak),
             ("www.xxx.com", b' ', b' ', Seen::Bare),
         ];
         for &(t, before, term, want) in cases {

@@ -129,6 +129,8 @@ impl Owner {
 /// `acme%2Ftool` project id arrives decoded as `acme/tool`: the owner is
 /// before the `/`, which the split already did.
 fn owner_segment(seg: &str) -> Owner {
+    // A sentence may end right after it (`github.com/acme.`).
+    let seg = seg.trim_end_matches('.');
     if seg.is_empty() {
         return Owner::None;
     }
@@ -284,6 +286,7 @@ mod tests {
             named("github.com", "acme")
         );
         assert_eq!(o("github.com", "/ACME/tool"), named("github.com", "acme"));
+        assert_eq!(o("github.com", "/acme."), named("github.com", "acme"));
         assert_eq!(o("github.com", "/%61cme/tool"), named("github.com", "acme"));
         assert_eq!(o("github.com", "/%2561cme/tool"), bad("github.com"));
         assert_eq!(o("github.com", "//acme/tool"), none("github.com"));
