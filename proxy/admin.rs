@@ -147,6 +147,14 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>, client: &str) -> Re
             if method != Method::POST {
                 return method_not_allowed("POST");
             }
+            if req.headers().contains_key(http::header::ORIGIN) {
+                // A web page's request (a browser adds Origin to a
+                // cross-site POST): never a person at the admin API.
+                return text(
+                    StatusCode::FORBIDDEN,
+                    "requests from a web page (with Origin) may not change the taint set\n",
+                );
+            }
             let id = id.to_string();
             let by = untaint_caller(req.headers(), client);
             let body = match http_body_util::Limited::new(req.into_body(), 1024).collect().await {
@@ -246,8 +254,9 @@ fn answer(shared: &Shared, id: &str, verb: &str, body: &str) -> Response<Body> {
     )
 }
 
-/// Who asked for an untaint: the admin client, and what the CLI says of
-/// itself (`Sluice-By`, printable ASCII, at most 100 bytes).
+/// Who asked for an untaint: the admin client, and what the caller says
+/// of itself (`Sluice-By`, printable ASCII, at most 100 bytes; a claim,
+/// recorded as one).
 fn untaint_caller(h: &http::HeaderMap, client: &str) -> String {
     let said = h
         .get("sluice-by")
@@ -260,7 +269,7 @@ fn untaint_caller(h: &http::HeaderMap, client: &str) -> String {
         })
         .filter(|s| !s.is_empty());
     match said {
-        Some(s) => format!("admin API ({client}): {s}"),
+        Some(s) => format!("admin API ({client}), caller says: {s}"),
         None => format!("admin API ({client})"),
     }
 }

@@ -266,6 +266,7 @@ async fn plan_tunnel(
             body: intercept.is_none(),
             method: "CONNECT",
             path: None,
+            content_type: None,
         },
     )
     .await;

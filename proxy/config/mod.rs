@@ -55,19 +55,23 @@ pub struct TaintSettings {
     pub self_taint: SelfTaint,
     /// Multi-tenant hosts, tainted per owner (SPEC §4).
     pub by_owner: crate::policy::owners::ByOwner,
-    /// Hosts that count as one site for `self` (a registry and its file
-    /// hosts): host → the group's first host.
+    /// `[task.taint] related`: a response from a group's first host (a
+    /// registry's index) does not taint the other hosts of its group (its
+    /// file and web hosts): host → the first host of its group. One way
+    /// only: what the file hosts serve (package contents, anyone's) still
+    /// taints the index.
     pub related: std::collections::HashMap<String, String>,
 }
 
 impl TaintSettings {
-    /// Is `name` the host that served a response, or one of its site?
+    /// Is `name` the host that served a response, or one its `related`
+    /// group lets that host name without tainting?
     pub fn same_site(&self, name: &str, served_by: &str) -> bool {
         name == served_by
-            || matches!(
-                (self.related.get(name), self.related.get(served_by)),
-                (Some(a), Some(b)) if a == b
-            )
+            || self
+                .related
+                .get(name)
+                .is_some_and(|first| first == served_by)
     }
 }
 

@@ -258,7 +258,7 @@ impl Validator<'_> {
         };
         let Some(rt) = raw else { return taint };
         taint.mode = self.taint_mode(rt.mode.as_ref(), id);
-        taint.exempt = self.host_list(&rt.exempt, &key(id, "taint.exempt"));
+        taint.exempt = self.exempt_list(&rt.exempt, &key(id, "taint.exempt"));
         taint.max_hosts =
             self.positive(&rt.max_hosts, &key(id, "taint.max_hosts"), 100_000) as usize;
         taint.max_scan_bytes = self.positive(
@@ -285,13 +285,50 @@ impl Validator<'_> {
             for (i, g) in groups.iter().enumerate() {
                 let k = key(id, &format!("taint.related[{i}]"));
                 let hosts = self.host_list(g, &k);
-                let mut group: Vec<String> = hosts.into_iter().collect();
-                group.sort();
+                // Config order: the first host is the one whose responses
+                // do not taint the rest.
+                let group: Vec<String> = g
+                    .iter()
+                    .filter_map(|h| match normalize_host(h.get_ref()) {
+                        Ok(Host::Name(n)) if hosts.contains(&n) => Some(n),
+                        _ => None,
+                    })
+                    .collect();
                 named.push(group);
             }
             taint.related = related_groups(&named);
         }
         taint
+    }
+
+    /// `taint.exempt`: hosts, or `host/owner` for an owner on a forge
+    /// (`github.com/me`: the task's own account is never tainted).
+    fn exempt_list(&mut self, items: &[S<String>], k: &str) -> HashSet<String> {
+        let (owners, hosts): (Vec<&S<String>>, Vec<&S<String>>) =
+            items.iter().partition(|i| i.get_ref().contains('/'));
+        let hosts: Vec<S<String>> = hosts.into_iter().cloned().collect();
+        let mut out = self.host_list(&hosts, k);
+        for item in owners {
+            let (host, owner) = item.get_ref().split_once('/').unwrap_or_default();
+            let host = match normalize_host(host) {
+                Ok(Host::Name(n)) => n,
+                _ => {
+                    self.problem(item, k, format!("{host:?} is not a host name"));
+                    continue;
+                }
+            };
+            match crate::policy::owners::Owner::from_segment(owner) {
+                crate::policy::owners::Owner::Named(o) => {
+                    out.insert(format!("{host}/{o}"));
+                }
+                _ => self.problem(
+                    item,
+                    k,
+                    "an owner is one path segment: letters, digits, -, _ or . (github.com/me)",
+                ),
+            }
+        }
+        out
     }
 
     /// `taint.mode`: `"enforce"` (default), `"shadow"` or `"off"`.
@@ -354,9 +391,10 @@ fn allow_hint(written: &str) -> Option<String> {
     None
 }
 
-/// `[task.taint] related`'s default: each package registry with the hosts
-/// its metadata names for its own files, so an install does not taint
-/// the registry's own web and download hosts.
+/// `[task.taint] related`'s default: each package registry's index first,
+/// then the hosts its metadata names for its own files and pages, so the
+/// index does not taint them. Forges are never here: their owners are
+/// tainted by owner.
 pub fn default_related() -> Vec<Vec<String>> {
     const GROUPS: &[&[&str]] = &[
         &[

@@ -285,6 +285,18 @@ pub struct Sent<'a> {
     pub body: bool,
     pub method: &'a str,
     pub path: Option<&'a str>,
+    pub content_type: Option<&'a str>,
+}
+
+impl<'a> Sent<'a> {
+    /// What git's fetch exception looks at.
+    pub fn git(&self) -> policy::owners::GitRequest<'a> {
+        policy::owners::GitRequest {
+            method: self.method,
+            path: self.path,
+            content_type: self.content_type,
+        }
+    }
 }
 
 /// The decision pipeline shared by plain HTTP, CONNECT and intercepted
@@ -303,7 +315,7 @@ pub async fn admit(
     let carries_body = task
         .taint
         .by_owner
-        .body_counts(sent.body, &host, method, path);
+        .body_counts(sent.body, &host, sent.git());
     let rules = runtime.asks.effective(&task.rules);
     let name = policy::decide_name(&rules, target, host_header);
     let asking = matches!(&name, Verdict::Deny(r) if policy::askable(&rules, r));
@@ -485,10 +497,10 @@ impl ConnCtx {
 
     /// Does taint apply to a body sent to `host` with this method and path
     /// (everything but git's fetch to a forge)?
-    pub fn taint_applies(&self, host: &str, method: &str, path: &str) -> bool {
+    pub fn taint_applies(&self, host: &str, sent: Sent<'_>) -> bool {
         let snap = self.shared.snapshot.load();
         self.task_config(&snap)
-            .is_none_or(|t| t.taint.by_owner.body_counts(true, host, method, Some(path)))
+            .is_none_or(|t| t.taint.by_owner.body_counts(true, host, sent.git()))
     }
 
     /// `taint`: `None` when it does not apply; else the path to judge the

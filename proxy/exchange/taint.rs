@@ -61,19 +61,23 @@ impl ConnCtx {
         let task = snap.task(&self.task.id).map(|t| &**t).unwrap_or(task);
         let allowed_somewhere = |n: &str| snap.tasks.iter().any(|t| t.rules.allow.names(n));
         let settings = &task.taint;
-        let key_of = |n: &Named| {
-            let own = |h: &str| {
-                settings.self_taint == crate::config::SelfTaint::Exclude
-                    && settings.same_site(h, served_by)
-            };
-            names::taint_key(n, own, &settings.by_owner, allowed_somewhere)
+        let own_site = |h: &str| {
+            settings.self_taint == crate::config::SelfTaint::Exclude
+                && settings.same_site(h, served_by)
         };
-        let held: Vec<TaintKey> = pending.iter().filter_map(key_of).collect();
+        let judge = names::Judge {
+            own_site: &own_site,
+            by_owner: &settings.by_owner,
+            allowed_somewhere: &allowed_somewhere,
+            weak_counts: task.rules.allow_mode != crate::policy::AllowMode::Enforce,
+        };
+        let keys_of = |n: &Named| names::taint_keys(n, &judge);
+        let held: Vec<TaintKey> = pending.iter().flat_map(keys_of).collect();
         let store = &self.task.taint;
         // Hold the new before letting go of the old: no gap in between.
         store.hold(&held, source);
         store.release(&std::mem::replace(&mut tally.held, held));
-        for key in names.iter().filter_map(key_of) {
+        for key in names.iter().flat_map(keys_of) {
             self.insert(task, tally, &key, source);
         }
     }

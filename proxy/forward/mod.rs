@@ -136,7 +136,17 @@ pub async fn relay(
     let mut ex = Exchange { body, ..ex };
     let (shared, host_header, method) = (&ctx.shared, &out.host_header, ex.method.as_str());
     let path = ex.path.as_deref();
-    let sent = crate::exchange::Sent { body, method, path };
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let sent = crate::exchange::Sent {
+        body,
+        method,
+        path,
+        content_type: content_type.as_deref(),
+    };
     let verdict = admit(shared, &ctx.task, task, target, host_header, sent).await;
     let (admitted, verdict) = match verdict.split() {
         Ok(x) => x,
@@ -154,7 +164,7 @@ pub async fn relay(
         *r.extensions_mut() = std::mem::take(&mut parts.extensions);
         hyper::upgrade::on(r)
     });
-    let revoked = match register_body(&ctx, &ex, target, &admitted, body && !upgrade) {
+    let revoked = match register_body(&ctx, &ex, target, &admitted, body && !upgrade, sent) {
         Ok(r) => r,
         Err(r) => {
             drain(Request::from_parts(parts, incoming)).await;

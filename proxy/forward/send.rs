@@ -29,13 +29,14 @@ pub(super) fn register_body(
     target: &Target,
     admitted: &Admission,
     carries_body: bool,
+    sent: crate::exchange::Sent<'_>,
 ) -> Result<Option<(crate::taint::OwnedTunnelGuard, CancellationToken)>, Refusal> {
     let Some(addr) = admitted.addrs.first().filter(|_| carries_body) else {
         return Ok(None);
     };
     let stop = ctx.shared.hard_stop.child_token();
     let path = ex.path.as_deref().unwrap_or("/");
-    let taint = ctx.taint_applies(&ex.host, ex.method.as_str(), path);
+    let taint = ctx.taint_applies(&ex.host, sent);
     let guard = ctx
         .task
         .tunnels

@@ -333,46 +333,62 @@ impl std::fmt::Display for TaintKey {
     }
 }
 
-/// Does a name found in a response join the task's taint set, and as
-/// what? Only a name someone could reach: under a public suffix with a
-/// label before it (a private-section suffix such as `httpbin.org` is
-/// itself a host), or one that some task's allow-list names (`intranet`).
-/// A [`Seen::Weak`] name only when an allow-list names it. Not the
-/// response's own site (`own_site`: the host that served it and its
-/// `related` hosts, unless `self = "taint"`). On a multi-tenant
-/// host (`by_owner`), the owner the path names, or nothing when it names
-/// none; the whole host when the path was cut where its owner is.
-/// Exemptions are the store's to apply.
-pub fn taint_key(
-    name: &Named,
-    own_site: impl Fn(&str) -> bool,
-    by_owner: &owners::ByOwner,
-    allowed_somewhere: impl Fn(&str) -> bool,
-) -> Option<TaintKey> {
+/// What a caller knows when it asks [`taint_keys`].
+pub struct Judge<'a> {
+    /// The response's own site (the host that served it and the hosts its
+    /// `related` group lets it name), when `self = "exclude"`.
+    pub own_site: &'a dyn Fn(&str) -> bool,
+    pub by_owner: &'a owners::ByOwner,
+    /// Does some task's allow-list (or an ask-mode grant) name this host?
+    pub allowed_somewhere: &'a dyn Fn(&str) -> bool,
+    /// Weak names count like bare ones: the task relays hosts no
+    /// allow-list names (`allow_mode = "shadow"` or `"ask"`), so the
+    /// argument that lets weak names go does not hold for it.
+    pub weak_counts: bool,
+}
+
+/// What a name found in a response adds to the task's taint set. Only a
+/// name someone could reach: under a public suffix with a label before it
+/// (a private-section suffix such as `httpbin.org` is itself a host), or
+/// one that some task's allow-list names (`intranet`). A [`Seen::Weak`]
+/// name only when an allow-list names it (or `weak_counts`). Not the
+/// response's own site. On a multi-tenant host (`by_owner`) the owner the
+/// path names, nothing when it names none, and the whole forge when the
+/// owner cannot be read; the own-site rule does not apply there (a page in
+/// `github.com/attacker` must taint `attacker`). A Pages host
+/// (`acme.github.io`) also taints its owner on the forge. Exemptions are
+/// the store's to apply.
+pub fn taint_keys(name: &Named, j: &Judge<'_>) -> Vec<TaintKey> {
     let host = name.host.as_str();
-    if own_site(host) {
-        return None;
+    let family = j.by_owner.family_of(host);
+    if family.is_none() && (j.own_site)(host) {
+        return Vec::new();
     }
     let counts = match name.seen {
-        Seen::Weak => allowed_somewhere(host),
-        _ => reachable_name(host) || allowed_somewhere(host),
+        Seen::Weak => j.weak_counts || (j.allowed_somewhere)(host),
+        _ => reachable_name(host) || (j.allowed_somewhere)(host),
     };
     if !counts {
-        return None;
+        return Vec::new();
     }
-    let Some(family) = by_owner.family_of(host) else {
-        return Some(TaintKey::Host(host.to_string()));
+    let Some(family) = family else {
+        let mut keys = vec![TaintKey::Host(host.to_string())];
+        keys.extend(
+            j.by_owner
+                .pages_owner(host)
+                .map(|(root, owner)| TaintKey::Owner {
+                    root: root.to_string(),
+                    owner,
+                }),
+        );
+        return keys;
     };
-    if name.path_cut {
-        // The owner cannot be read: the whole family, failing closed.
-        return Some(TaintKey::Host(family.root.clone()));
-    }
-    match family.owner_in(host, name.path.as_deref().unwrap_or("")) {
-        Owner::Named(owner) => Some(TaintKey::Owner {
-            root: family.root.clone(),
-            owner,
-        }),
-        Owner::None | Owner::Unreadable => None,
+    let root = family.root.clone();
+    match owners::scanned_owner(family, host, name.path.as_deref(), name.path_cut) {
+        Owner::Named(owner) => vec![TaintKey::Owner { root, owner }],
+        Owner::None => Vec::new(),
+        // The owner cannot be read: the whole forge, failing closed.
+        Owner::Unreadable => vec![TaintKey::Host(root)],
     }
 }
 
@@ -466,32 +482,47 @@ mod tests {
     }
 
     #[test]
-    fn taint_keys() {
+    fn taint_keys_table() {
         let by = owners::ByOwner::default_families();
         let none = owners::ByOwner::none();
         let key = |n: &Named, by: &owners::ByOwner, allowed: &[&str]| {
-            taint_key(n, |h| h == "served.example", by, |h| allowed.contains(&h))
+            let allowed = |h: &str| allowed.contains(&h);
+            let j = Judge {
+                own_site: &|h: &str| h == "served.example",
+                by_owner: by,
+                allowed_somewhere: &allowed,
+                weak_counts: false,
+            };
+            taint_keys(n, &j)
+                .into_iter()
+                .map(|k| k.to_string())
+                .collect::<Vec<_>>()
         };
-        let host = |h: &str| Some(TaintKey::Host(h.into()));
-        let owner = |o: &str| {
-            Some(TaintKey::Owner {
-                root: "github.com".into(),
-                owner: o.into(),
-            })
-        };
+        let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         // Weak names only when allowed.
         let weak = named("readme.md", Seen::Weak, None);
-        assert_eq!(key(&weak, &by, &[]), None);
-        assert_eq!(key(&weak, &by, &["readme.md"]), host("readme.md"));
+        assert_eq!(key(&weak, &by, &[]), v(&[]));
+        assert_eq!(key(&weak, &by, &["readme.md"]), v(&["readme.md"]));
+        // ... or when the task relays what no allow-list names.
+        let j = Judge {
+            own_site: &|_: &str| false,
+            by_owner: &by,
+            allowed_somewhere: &|_: &str| false,
+            weak_counts: true,
+        };
+        assert_eq!(
+            taint_keys(&named("drop.evil.app", Seen::Weak, None), &j).len(),
+            1
+        );
         // Plain names, single labels only when allowed.
         assert_eq!(
             key(&named("paste.example.com", Seen::Bare, None), &by, &[]),
-            host("paste.example.com")
+            v(&["paste.example.com"])
         );
-        assert_eq!(key(&named("intranet", Seen::Url, None), &by, &[]), None);
+        assert_eq!(key(&named("intranet", Seen::Url, None), &by, &[]), v(&[]));
         assert_eq!(
             key(&named("intranet", Seen::Url, None), &by, &["intranet"]),
-            host("intranet")
+            v(&["intranet"])
         );
         // The host that served it.
         assert_eq!(
@@ -500,43 +531,80 @@ mod tests {
                 &by,
                 &["served.example"]
             ),
-            None
+            v(&[])
         );
-        // Multi-tenant hosts: the owner, or nothing.
+        // Multi-tenant hosts: the owner, nothing, or the whole forge.
         let gh = |p: Option<&str>| named("github.com", Seen::Url, p);
-        assert_eq!(key(&gh(Some("acme/tool")), &by, &[]), owner("acme"));
-        assert_eq!(key(&gh(Some("ACME")), &by, &[]), owner("acme"));
-        assert_eq!(key(&gh(None), &by, &[]), None);
-        assert_eq!(key(&gh(Some("")), &by, &[]), None);
         assert_eq!(
-            key(
-                &named("api.github.com", Seen::Url, Some("repos/Acme/x")),
-                &by,
-                &[]
-            ),
-            owner("acme")
+            key(&gh(Some("acme/tool")), &by, &[]),
+            v(&["github.com/acme"])
+        );
+        assert_eq!(key(&gh(Some("ACME")), &by, &[]), v(&["github.com/acme"]));
+        assert_eq!(key(&gh(None), &by, &[]), v(&[]));
+        assert_eq!(key(&gh(Some("")), &by, &[]), v(&[]));
+        assert_eq!(
+            key(&gh(Some("orgs/acme/x")), &by, &[]),
+            v(&["github.com/acme"])
         );
         assert_eq!(
-            key(
-                &named("api.github.com", Seen::Url, Some("graphql")),
-                &by,
-                &[]
-            ),
-            None
+            key(&gh(Some(":443/acme/x")), &by, &[]),
+            v(&["github.com/acme"])
         );
+        assert_eq!(
+            key(&gh(Some(":acme/x.git")), &by, &[]),
+            v(&["github.com/acme"])
+        );
+        assert_eq!(key(&gh(Some("./acme")), &by, &[]), v(&["github.com/acme"]));
+        assert_eq!(
+            key(&gh(Some("%61cme/x")), &by, &[]),
+            v(&["github.com/acme"])
+        );
+        assert_eq!(key(&gh(Some("/acme/x")), &by, &[]), v(&["github.com"]));
+        assert_eq!(key(&gh(Some("%zz/x")), &by, &[]), v(&["github.com"]));
+        assert_eq!(key(&gh(Some("%2561cme/x")), &by, &[]), v(&["github.com"]));
+        let api = |p: &str| named("api.github.com", Seen::Url, Some(p));
+        assert_eq!(key(&api("repos/Acme/x"), &by, &[]), v(&["github.com/acme"]));
+        assert_eq!(
+            key(&api("repos/decoy/../attacker/x"), &by, &[]),
+            v(&["github.com/attacker"])
+        );
+        assert_eq!(key(&api("graphql"), &by, &[]), v(&[]));
         assert_eq!(
             key(
                 &named("raw.githubusercontent.com", Seen::Bare, Some("acme/x/main")),
                 &by,
                 &[]
             ),
-            owner("acme")
+            v(&["github.com/acme"])
         );
-        // A cut path: the whole host.
+        assert_eq!(
+            key(&named("www.github.com", Seen::Url, Some("acme")), &by, &[]),
+            v(&["github.com/acme"])
+        );
+        // A forge's own pages name owners too: no own-site exclusion there.
+        let served_by_forge = Judge {
+            own_site: &|h: &str| h == "github.com",
+            by_owner: &by,
+            allowed_somewhere: &|_: &str| false,
+            weak_counts: false,
+        };
+        assert_eq!(
+            taint_keys(&gh(Some("attacker/x")), &served_by_forge).len(),
+            1
+        );
+        // Pages hosts: the host and its owner on the forge.
+        assert_eq!(
+            key(&named("acme.github.io", Seen::Url, None), &by, &[]),
+            v(&["acme.github.io", "github.com/acme"])
+        );
+        // A cut path: the owner when it was whole before the cut, else the
+        // whole forge.
         let mut cut = named("raw.githubusercontent.com", Seen::Url, Some("acm"));
         cut.path_cut = true;
-        assert_eq!(key(&cut, &by, &[]), host("github.com"));
+        assert_eq!(key(&cut, &by, &[]), v(&["github.com"]));
+        cut.path = Some("acme/long-repo-name-cut-her".into());
+        assert_eq!(key(&cut, &by, &[]), v(&["github.com/acme"]));
         // by_owner = []: the host whole, as any other.
-        assert_eq!(key(&gh(Some("acme/tool")), &none, &[]), host("github.com"));
+        assert_eq!(key(&gh(Some("acme/tool")), &none, &[]), v(&["github.com"]));
     }
 }

@@ -21,44 +21,82 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Shape(&'static [&'static str]);
 
-/// The built-in families: root, then each host with its shape.
-const FAMILIES: &[(&str, &[(&str, Shape)])] = &[
+/// The built-in families: root, then each host with its shape. A host
+/// that serves git (`git-upload-pack`) is marked `true`.
+const FAMILIES: &[(&str, &[(&str, Shape, bool)])] = &[
     (
         "github.com",
         &[
-            ("github.com", Shape(&["{owner}"])),
-            ("gist.github.com", Shape(&["{owner}"])),
-            ("api.github.com", Shape(&["repos|users|orgs/{owner}"])),
-            ("uploads.github.com", Shape(&["repos/{owner}"])),
-            ("raw.githubusercontent.com", Shape(&["{owner}"])),
-            ("gist.githubusercontent.com", Shape(&["{owner}"])),
-            ("codeload.github.com", Shape(&["{owner}"])),
+            (
+                "github.com",
+                Shape(&["orgs|users/{owner}", "{owner}"]),
+                true,
+            ),
+            (
+                "www.github.com",
+                Shape(&["orgs|users/{owner}", "{owner}"]),
+                true,
+            ),
+            ("gist.github.com", Shape(&["{owner}"]), true),
+            (
+                "api.github.com",
+                Shape(&["repos|users|orgs/{owner}"]),
+                false,
+            ),
+            ("uploads.github.com", Shape(&["repos/{owner}"]), false),
+            ("raw.githubusercontent.com", Shape(&["{owner}"]), false),
+            ("gist.githubusercontent.com", Shape(&["{owner}"]), false),
+            ("codeload.github.com", Shape(&["{owner}"]), false),
         ],
     ),
     (
         "gitlab.com",
-        &[(
-            "gitlab.com",
-            Shape(&["api/v4/projects|groups|users/{owner}", "api", "{owner}"]),
-        )],
+        &[
+            ("gitlab.com", Shape(GITLAB), true),
+            ("www.gitlab.com", Shape(GITLAB), true),
+        ],
     ),
     (
         "bitbucket.org",
         &[
-            ("bitbucket.org", Shape(&["{owner}"])),
+            ("bitbucket.org", Shape(&["{owner}"]), true),
+            ("www.bitbucket.org", Shape(&["{owner}"]), true),
             (
                 "api.bitbucket.org",
                 Shape(&["2.0/repositories|workspaces|users/{owner}"]),
+                false,
             ),
         ],
     ),
-    (
-        "codeberg.org",
-        &[(
-            "codeberg.org",
-            Shape(&["api/v1/repos|users|orgs/{owner}", "api", "{owner}"]),
-        )],
-    ),
+    ("codeberg.org", &[("codeberg.org", Shape(GITEA), true)]),
+];
+
+/// GitLab: the API's project, group and user paths (a numeric project id
+/// names no owner), `/-/` routes, groups.
+const GITLAB: &[&str] = &[
+    "api/v4/projects|groups|users/{owner}",
+    "api",
+    "-",
+    "groups/{owner}",
+    "{owner}",
+];
+
+/// Gitea, Forgejo (Codeberg) and a forge named in `by_owner` that sluice
+/// does not know: the API's repo, user and org paths, then the owner
+/// first.
+const GITEA: &[&str] = &[
+    "api/v1/repos|users|orgs/{owner}",
+    "api/v4/projects|groups|users/{owner}",
+    "api",
+    "-",
+    "{owner}",
+];
+
+/// Pages hosts: `OWNER.SUFFIX` is that owner's site on the forge `root`.
+const PAGES: &[(&str, &str)] = &[
+    ("github.io", "github.com"),
+    ("gitlab.io", "gitlab.com"),
+    ("codeberg.page", "codeberg.org"),
 ];
 
 /// The roots of the built-in families: `by_owner`'s default.
@@ -72,6 +110,8 @@ pub struct Family {
     /// The name owner taints are kept under (`github.com`).
     pub root: String,
     shapes: HashMap<String, Shape>,
+    /// The hosts that serve git.
+    git: Vec<String>,
 }
 
 /// What a path says of its owner.
@@ -102,6 +142,11 @@ impl Family {
                     break;
                 };
                 if *part == "{owner}" {
+                    // An API's numeric project id names no owner.
+                    let id = i > 0 && parts[i - 1].contains("projects");
+                    if id && !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+                        return Owner::Unreadable;
+                    }
                     return owner_segment(seg);
                 }
                 if !part.split('|').any(|alt| alt.eq_ignore_ascii_case(seg)) {
@@ -115,6 +160,66 @@ impl Family {
         }
         Owner::None
     }
+}
+
+/// The owner a path found after a forge host names (SPEC §4 `by_owner`):
+/// the path as the scanner read it (escapes decoded once), after `:`
+/// for `host:port/…` and `git@host:owner/…`. It is decoded once more (an
+/// owner written `&#37;61cme` reaches the forge as `%61cme`), `\` read as
+/// `/` and `.` and `..` segments resolved, as URL parsers do; whatever is
+/// still unclear is [`Owner::Unreadable`]. A path `cut` by something that
+/// may belong to it names its owner only if that segment was whole.
+pub fn scanned_owner(family: &Family, host: &str, path: Option<&str>, cut: bool) -> Owner {
+    let Some(path) = path else {
+        return Owner::None;
+    };
+    let path = match path.strip_prefix(':') {
+        Some(rest) => match rest.split_once('/') {
+            // `host:443/owner/…`
+            Some((port, after)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+                after
+            }
+            Some(_) => rest,
+            // `host:443` alone, or `git@host:owner`.
+            None if rest.bytes().all(|b| b.is_ascii_digit()) => "",
+            None => rest,
+        },
+        None => path,
+    };
+    let path = if cut {
+        // Only the segments before the cut are whole.
+        match path.rfind('/') {
+            Some(i) => &path[..=i],
+            None => return Owner::Unreadable,
+        }
+    } else {
+        path
+    };
+    let Some(decoded) = percent_decode_once(&path.replace('\\', "/")) else {
+        return Owner::Unreadable;
+    };
+    if decoded.contains('%') {
+        return Owner::Unreadable;
+    }
+    let mut segs: Vec<&str> = Vec::new();
+    for seg in decoded.split('/') {
+        match seg {
+            "." => {}
+            ".." => {
+                segs.pop();
+            }
+            s => segs.push(s),
+        }
+    }
+    let resolved = segs.join("/");
+    if resolved.is_empty() {
+        return Owner::None;
+    }
+    if resolved.starts_with('/') {
+        // `//owner`: an empty first segment.
+        return Owner::Unreadable;
+    }
+    family.owner_in(host, &resolved)
 }
 
 impl Owner {
@@ -160,13 +265,21 @@ impl ByOwner {
     pub fn from_roots(roots: &[String]) -> ByOwner {
         let mut by = ByOwner::default();
         for root in roots {
-            let shapes: HashMap<String, Shape> = match FAMILIES.iter().find(|(r, _)| r == root) {
-                Some((_, hosts)) => hosts
-                    .iter()
-                    .map(|(h, s)| (h.to_string(), s.clone()))
-                    .collect(),
-                None => [(root.clone(), Shape(&["{owner}"]))].into(),
-            };
+            let (shapes, git): (HashMap<String, Shape>, Vec<String>) =
+                match FAMILIES.iter().find(|(r, _)| r == root) {
+                    Some((_, hosts)) => (
+                        hosts
+                            .iter()
+                            .map(|(h, s, _)| (h.to_string(), s.clone()))
+                            .collect(),
+                        hosts
+                            .iter()
+                            .filter(|(_, _, git)| *git)
+                            .map(|(h, _, _)| h.to_string())
+                            .collect(),
+                    ),
+                    None => ([(root.clone(), Shape(GITEA))].into(), vec![root.clone()]),
+                };
             let i = by.families.len();
             for h in shapes.keys() {
                 by.by_host.insert(h.clone(), i);
@@ -174,6 +287,7 @@ impl ByOwner {
             by.families.push(Family {
                 root: root.clone(),
                 shapes,
+                git,
             });
         }
         let mut hosts: Vec<Box<str>> = by.by_host.keys().map(|h| h.as_str().into()).collect();
@@ -200,6 +314,19 @@ impl ByOwner {
     /// The family `host` belongs to, if it is multi-tenant.
     pub fn family_of(&self, host: &str) -> Option<&Family> {
         self.by_host.get(host).map(|&i| &self.families[i])
+    }
+
+    /// A Pages host (`acme.github.io`): its owner on the forge, if that
+    /// forge is tainted by owner here.
+    pub fn pages_owner(&self, host: &str) -> Option<(&str, String)> {
+        PAGES.iter().find_map(|(suffix, root)| {
+            let owner = host.strip_suffix(suffix)?.strip_suffix('.')?;
+            let family = self.family_of(root)?;
+            match owner_segment(owner) {
+                Owner::Named(o) if !owner.contains('.') => Some((family.root.as_str(), o)),
+                _ => None,
+            }
+        })
     }
 
     /// Every multi-tenant host (for the scanner: it reads the path after
@@ -237,11 +364,23 @@ impl ByOwner {
 
 impl ByOwner {
     /// Does a request carry task data for taint's purposes? A body does,
-    /// except git's smart-HTTP fetch to a multi-tenant host
+    /// except git's smart-HTTP fetch to a forge host that serves git
     /// ([`is_git_fetch`]).
-    pub fn body_counts(&self, body: bool, host: &str, method: &str, path: Option<&str>) -> bool {
-        body && !(self.family_of(host).is_some() && path.is_some_and(|p| is_git_fetch(method, p)))
+    pub fn body_counts(&self, body: bool, host: &str, req: GitRequest<'_>) -> bool {
+        let git_host = self
+            .family_of(host)
+            .is_some_and(|f| f.git.iter().any(|h| h == host));
+        body && !(git_host && is_git_fetch(req))
     }
+}
+
+/// What [`is_git_fetch`] looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct GitRequest<'a> {
+    pub method: &'a str,
+    /// As sent (none for a CONNECT).
+    pub path: Option<&'a str>,
+    pub content_type: Option<&'a str>,
 }
 
 /// `%XX` decoded once; None for a bad escape or bytes that are not UTF-8.
@@ -251,8 +390,11 @@ fn percent_decode_once(s: &str) -> Option<String> {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            let hex = b.get(i + 1..i + 3)?;
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
             i += 3;
         } else {
             out.push(b[i]);
@@ -262,12 +404,36 @@ fn percent_decode_once(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Is this request git's smart-HTTP fetch (`POST …/git-upload-pack`, any
-/// protocol version)? Its body is the wants and haves of a fetch: it
-/// carries no task data to the repository's owner, so on a multi-tenant
-/// host it is a read. `git-receive-pack` (push) is a write.
-pub fn is_git_fetch(method: &str, path: &str) -> bool {
-    method.eq_ignore_ascii_case("POST") && path.ends_with("/git-upload-pack")
+/// Is this request git's smart-HTTP fetch: `POST /OWNER/REPO[.git]/git-upload-pack`
+/// with git's own content type (any protocol version)? Its body is the
+/// wants and haves of a fetch: it carries no task data to the
+/// repository's owner, so on a forge it is a read. `git-receive-pack`
+/// (push) is a write, and so is anything else that ends in the same word
+/// (an API call that creates a file of that name).
+pub fn is_git_fetch(req: GitRequest<'_>) -> bool {
+    let Some(path) = req.path else {
+        return false;
+    };
+    let segs: Vec<&str> = path.split('/').collect();
+    req.method.eq_ignore_ascii_case("POST")
+        && segs.len() == 4
+        && segs[0].is_empty()
+        && !segs[1].is_empty()
+        && !segs[2].is_empty()
+        && segs[3] == "git-upload-pack"
+        && req.content_type.is_some_and(|c| {
+            c.trim()
+                .eq_ignore_ascii_case("application/x-git-upload-pack-request")
+        })
+}
+
+/// The root of the built-in family `host` belongs to, whatever the config
+/// says (a reload that drops `by_owner` must not forget owner taints).
+pub fn builtin_root(host: &str) -> Option<&'static str> {
+    FAMILIES
+        .iter()
+        .find(|(_, hosts)| hosts.iter().any(|(h, _, _)| *h == host))
+        .map(|(root, _)| *root)
 }
 
 #[cfg(test)]
@@ -341,28 +507,91 @@ mod tests {
         );
     }
 
+    const UPLOAD: &str = "application/x-git-upload-pack-request";
+
+    fn req<'a>(method: &'a str, path: &'a str, ct: &'a str) -> GitRequest<'a> {
+        GitRequest {
+            method,
+            path: Some(path),
+            content_type: Some(ct),
+        }
+    }
+
     #[test]
     fn a_git_fetch_to_a_forge_carries_no_task_data() {
         let by = ByOwner::default_families();
-        let fetch = Some("/acme/x.git/git-upload-pack");
-        assert!(!by.body_counts(true, "github.com", "POST", fetch));
-        assert!(by.body_counts(
-            true,
-            "github.com",
-            "POST",
-            Some("/acme/x.git/git-receive-pack")
-        ));
-        assert!(by.body_counts(true, "pkgs.example.com", "POST", fetch));
-        assert!(by.body_counts(true, "github.com", "POST", None));
-        assert!(!by.body_counts(false, "github.com", "POST", None));
-        assert!(ByOwner::none().body_counts(true, "github.com", "POST", fetch));
+        let fetch = req("POST", "/acme/x.git/git-upload-pack", UPLOAD);
+        assert!(!by.body_counts(true, "github.com", fetch));
+        assert!(!by.body_counts(true, "gist.github.com", fetch));
+        let push = req("POST", "/acme/x.git/git-receive-pack", UPLOAD);
+        assert!(by.body_counts(true, "github.com", push));
+        assert!(by.body_counts(true, "pkgs.example.com", fetch));
+        // Hosts that do not serve git: an API call ending in the word.
+        assert!(by.body_counts(true, "api.github.com", fetch));
+        assert!(by.body_counts(true, "raw.githubusercontent.com", fetch));
+        let none = GitRequest {
+            method: "POST",
+            path: None,
+            content_type: None,
+        };
+        assert!(by.body_counts(true, "github.com", none));
+        assert!(!by.body_counts(false, "github.com", none));
+        assert!(ByOwner::none().body_counts(true, "github.com", fetch));
     }
 
     #[test]
     fn git_fetch_is_upload_pack_only() {
-        assert!(is_git_fetch("POST", "/acme/x.git/git-upload-pack"));
-        assert!(!is_git_fetch("POST", "/acme/x.git/git-receive-pack"));
-        assert!(!is_git_fetch("PUT", "/acme/x.git/git-upload-pack"));
-        assert!(!is_git_fetch("POST", "/acme/x.git/git-upload-pack/x"));
+        let fetch = |m, p, c| is_git_fetch(req(m, p, c));
+        assert!(fetch("POST", "/acme/x.git/git-upload-pack", UPLOAD));
+        assert!(fetch(
+            "post",
+            "/acme/x/git-upload-pack",
+            " Application/X-Git-Upload-Pack-Request"
+        ));
+        assert!(!fetch("POST", "/acme/x.git/git-receive-pack", UPLOAD));
+        assert!(!fetch("PUT", "/acme/x.git/git-upload-pack", UPLOAD));
+        assert!(!fetch("POST", "/acme/x.git/git-upload-pack/x", UPLOAD));
+        assert!(!fetch("POST", "/acme/x.git/git-upload-pack", "text/plain"));
+        assert!(!fetch(
+            "POST",
+            "/repos/acme/x/contents/git-upload-pack",
+            UPLOAD
+        ));
+        assert!(!fetch(
+            "POST",
+            "/api/v4/projects/acme%2Fx/repository/files/git-upload-pack",
+            UPLOAD
+        ));
+        assert!(!fetch("POST", "//x/git-upload-pack", UPLOAD));
+    }
+
+    #[test]
+    fn owners_in_the_forges_other_paths() {
+        let by = ByOwner::default_families();
+        let o = |h: &str, p: &str| by.request_owner(h, p).map(|(_, o)| o);
+        let named = |n: &str| Some(Owner::Named(n.into()));
+        assert_eq!(o("github.com", "/orgs/acme/people"), named("acme"));
+        assert_eq!(o("gitlab.com", "/groups/acme/x"), named("acme"));
+        assert_eq!(
+            o("gitlab.com", "/api/v4/projects/12345/issues"),
+            Some(Owner::Unreadable)
+        );
+        assert_eq!(o("gitlab.com", "/-/ide/project"), Some(Owner::None));
+        assert_eq!(o("www.github.com", "/acme/x"), named("acme"));
+        assert_eq!(o("github.com", "/%+Acme"), Some(Owner::Unreadable));
+        let own = ByOwner::from_roots(&["git.example.org".into()]);
+        assert_eq!(
+            own.request_owner("git.example.org", "/api/v1/repos/acme/x")
+                .map(|(_, o)| o),
+            named("acme")
+        );
+        assert_eq!(
+            by.pages_owner("acme.github.io"),
+            Some(("github.com", "acme".into()))
+        );
+        assert_eq!(by.pages_owner("a.b.github.io"), None);
+        assert_eq!(by.pages_owner("github.io"), None);
+        assert_eq!(builtin_root("api.github.com"), Some("github.com"));
+        assert_eq!(builtin_root("pkgs.example.com"), None);
     }
 }

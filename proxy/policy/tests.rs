@@ -486,7 +486,13 @@ fn worth_tainting(
 ) -> bool {
     let n = names::Named::new(name, names::Seen::Url);
     let own = |h: &str| mode == SelfTaint::Exclude && h == served_by;
-    names::taint_key(&n, own, &owners::ByOwner::none(), allowed).is_some()
+    let judge = names::Judge {
+        own_site: &own,
+        by_owner: &owners::ByOwner::none(),
+        allowed_somewhere: &allowed,
+        weak_counts: false,
+    };
+    !names::taint_keys(&n, &judge).is_empty()
 }
 
 #[test]

@@ -206,7 +206,20 @@ impl TaintStore {
         if let Some(p) = self.lookup(host) {
             return exact(host, p);
         }
-        if let Some((root, owner)) = settings.by_owner.request_owner(host, path.unwrap_or("")) {
+        let owner = settings.by_owner.request_owner(host, path.unwrap_or(""));
+        if owner.is_none() {
+            // Not a forge here (any more: a reload may have dropped it from
+            // `by_owner`): an owner taint kept for its family covers it whole.
+            let root = crate::policy::owners::builtin_root(host).unwrap_or(host);
+            if let Some((key, by)) = self.any_owner(root) {
+                return TaintState::Tainted {
+                    key,
+                    by,
+                    exact: false,
+                };
+            }
+        }
+        if let Some((root, owner)) = owner {
             if let Some(p) = self.lookup(root) {
                 return exact(root, p);
             }
@@ -261,10 +274,10 @@ impl TaintStore {
             TaintKey::Host(h) => (h.as_str(), None),
             TaintKey::Owner { root, owner } => (root.as_str(), Some(owner.as_str())),
         };
-        if settings.exempt.contains(host) {
+        let k = key_string(host, owner);
+        if settings.exempt.contains(host) || settings.exempt.contains(&k) {
             return Inserted::Exempt;
         }
-        let k = key_string(host, owner);
         if self.keys.contains_key(&k) {
             return Inserted::Known;
         }

@@ -156,15 +156,27 @@ fn an_owner_is_tainted_not_the_forge_and_a_person_can_clear_it() {
     // A path that names no owner could reach any: refused too.
     assert_refused(&post(&s, &api("/graphql")), 403, "untrusted-target");
     assert_refused(&post(&s, &gh("/%2561ttacker/x")), 403, "untrusted-target");
-    // The task's own repository, another owner, and git's fetch: pass.
+    // The task's own repository and another owner: pass.
     for url in [
         gh("/me/repo.git/git-receive-pack"),
         gh("/attackers/x"),
         api("/repos/me/repo/issues"),
-        gh("/attacker/x.git/git-upload-pack"),
     ] {
         assert_eq!(post(&s, &url).status, 200, "{url}");
     }
+    // git's fetch is a read; the same path without git's content type, or
+    // on the API, is not.
+    let fetch = gh("/attacker/x.git/git-upload-pack");
+    let git = "Content-Type: application/x-git-upload-pack-request";
+    let a = via(&s, &fetch, &["-H", git, "--data-binary", "0000"]);
+    assert_eq!(a.status, 200);
+    assert_refused(&post(&s, &fetch), 403, "untrusted-target");
+    let a = via(
+        &s,
+        &api("/repos/attacker/x/contents/git-upload-pack"),
+        &["-H", git, "--data-binary", "x"],
+    );
+    assert_refused(&a, 403, "untrusted-target");
     let posts: Vec<String> = up
         .requests()
         .into_iter()

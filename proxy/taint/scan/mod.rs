@@ -473,7 +473,7 @@ impl Scanner {
     #[inline]
     fn judge_known(&mut self, token: &[u8], before: u8, term: u8, found: &mut impl FnMut(Named)) {
         self.tok.set_ascii(token, before);
-        if term == b'/' && self.owners.is_some() {
+        if path::starts_path(term) && self.owners.is_some() {
             self.judge_reading_path(false, term, found);
         } else {
             self.judge_plausible(false, term, found);

@@ -3,8 +3,9 @@
 //! reads the path that follows such a host.
 //!
 //! Owns: deciding that a finished name is one whose path matters (its host
-//! is among the scanner's owner hosts and a `/` ended it), and collecting
-//! the decoded bytes after it — letters, digits, `-._~` and `/` — into
+//! is among the scanner's owner hosts and a `/`, `\` or `:` ended it), and
+//! collecting the decoded bytes after it — letters, digits, `-._~%` and
+//! `/` (`\` read as `/`) — into
 //! [`Named::path`], at most [`PATH_MAX`] bytes. The bytes still go through
 //! the token machine as usual: this only listens.
 //!
@@ -22,6 +23,12 @@ use crate::policy::names::PATH_MAX;
 pub(super) struct Capture {
     named: Named,
     buf: Vec<u8>,
+}
+
+/// Does a name followed by `term` have a path (or a port or an scp-style
+/// owner, `:`) after it? `\\` reads as `/` to URL parsers.
+pub(super) fn starts_path(term: u8) -> bool {
+    matches!(term, b'/' | b':' | b'\\')
 }
 
 /// Path segments read at most (`api/v4/projects/OWNER` has four).
@@ -58,7 +65,7 @@ impl Scanner {
         term: u8,
         found: &mut impl FnMut(Named),
     ) {
-        let Some(hosts) = self.owners.clone().filter(|_| term == b'/') else {
+        let Some(hosts) = self.owners.clone().filter(|_| starts_path(term)) else {
             return self.judge_token(url, term, found);
         };
         if !candidate(&hosts, self.tok.wide, &self.tok.buf) {
@@ -76,10 +83,12 @@ impl Scanner {
         });
         if let Some(n) = held {
             self.end_capture(false, found);
-            self.cap = Some(Capture {
-                named: n,
-                buf: Vec::with_capacity(32),
-            });
+            let mut buf = Vec::with_capacity(32);
+            if term == b':' {
+                // `host:443/owner` or `git@host:owner/repo`: policy reads it.
+                buf.push(b':');
+            }
+            self.cap = Some(Capture { named: n, buf });
         }
     }
 
@@ -87,8 +96,12 @@ impl Scanner {
     #[inline]
     pub(super) fn capture_byte(&mut self, b: u8, found: &mut impl FnMut(Named)) {
         let Some(cap) = self.cap.as_mut() else { return };
-        let path = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/');
-        if !path {
+        // `%`: an escape the text held twice (`&#37;61`), which policy
+        // decodes once more; `\\`: a slash to URL parsers.
+        let path =
+            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/' | b'%');
+        let b = if b == b'\\' { b'/' } else { b };
+        if !path && b != b'/' {
             return self.end_capture(false, found);
         }
         if b == b'/' && cap.buf.iter().filter(|&&c| c == b'/').count() + 1 >= SEGMENTS {

@@ -237,3 +237,29 @@ fn off_mode_sees_nothing() {
     s.mode = TaintMode::Off;
     assert_eq!(store.state("a.example.com", None, &s), TaintState::Clean);
 }
+
+#[tokio::test]
+async fn dropping_by_owner_keeps_owner_taints_failing_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AccessLog::spawn(dir.path(), Default::default(), Default::default());
+    let mut s = settings(100, &["github.com/me"]);
+    let store = TaintStore::new("t");
+    let src: Arc<str> = "https://docs.example.com/readme".into();
+    assert_eq!(
+        store.insert(&owner("github.com", "me"), &src, &s, &log),
+        Inserted::Exempt
+    );
+    store.insert(&owner("github.com", "attacker"), &src, &s, &log);
+    s.by_owner = ByOwner::none();
+    for (h, p) in [
+        ("github.com", "/me/x"),
+        ("api.github.com", "/repos/me/x"),
+        ("github.com", "/attacker/x"),
+    ] {
+        assert!(tainted_key(store.state(h, Some(p), &s)).is_some(), "{h}{p}");
+    }
+    assert_eq!(
+        store.state("gitlab.com", Some("/me/x"), &s),
+        TaintState::Clean
+    );
+}

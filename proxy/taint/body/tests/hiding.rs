@@ -6,7 +6,7 @@
 
 use super::build::*;
 use super::*;
-use crate::policy::names::{taint_key, TaintKey};
+use crate::policy::names::{taint_keys, Judge};
 use crate::policy::owners::ByOwner;
 
 /// What `body` adds to a taint set when the allow-lists name `allowed`.
@@ -15,10 +15,17 @@ fn keys(body: &[u8], allowed: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     for chunk in [1, 7, body.len().max(1)] {
         let (named, _, _) = run_named(&[], None, body, chunk, 1 << 20, by.scan_hosts());
+        let allowed = |h: &str| allowed.contains(&h);
+        let judge = Judge {
+            own_site: &|_: &str| false,
+            by_owner: &by,
+            allowed_somewhere: &allowed,
+            weak_counts: false,
+        };
         let mut k: Vec<String> = named
             .iter()
-            .filter_map(|n| taint_key(n, |_| false, &by, |h| allowed.contains(&h)))
-            .map(|k: TaintKey| k.to_string())
+            .flat_map(|n| taint_keys(n, &judge))
+            .map(|k| k.to_string())
             .collect();
         k.sort();
         k.dedup();
@@ -154,6 +161,17 @@ fn owners_survive_every_encoding_the_scanner_reads() {
         "https://api.github.com/repos/attacker/x",
         "https://raw.githubusercontent.com/attacker/x/main/run.sh",
         "“github.com/attacker”",
+        // URL forms a parser resolves to the same owner.
+        "https://github.com:443/attacker/x",
+        "git@github.com:attacker/x.git",
+        "https://api.github.com/repos/decoy/../attacker/x",
+        "https://github.com/./attacker",
+        r"github.com\attacker\x",
+        "https://www.github.com/attacker/x",
+        "https://github.com/orgs/attacker/people",
+        // Escapes held twice: the forge decodes what the agent sends.
+        "https://github.com/&#37;61ttacker/x",
+        r"https://github.com/\u002561ttacker/x",
     ] {
         assert_eq!(
             keys(text.as_bytes(), &[]),
