@@ -21,9 +21,13 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Shape(&'static [&'static str]);
 
+/// A forge's host: its name, where the owner sits in its paths, and
+/// whether it serves git.
+type ForgeHost = (&'static str, Shape, bool);
+
 /// The built-in families: root, then each host with its shape. A host
 /// that serves git (`git-upload-pack`) is marked `true`.
-const FAMILIES: &[(&str, &[(&str, Shape, bool)])] = &[
+const FAMILIES: &[(&str, &[ForgeHost])] = &[
     (
         "github.com",
         &[
