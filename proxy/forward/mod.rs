@@ -100,6 +100,13 @@ pub async fn forward(
     relay(ctx, snap, out, origin, req).await
 }
 
+/// The request's Content-Type, if it is text.
+fn content_type(h: &http::HeaderMap) -> Option<String> {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
 /// Where an admitted request goes: plain HTTP, or HTTPS re-originated by
 /// sluice for an intercepted tunnel.
 pub struct Origin<'a> {
@@ -135,17 +142,13 @@ pub async fn relay(
     let body = ex.body || (req.version() == Version::HTTP_2 && !req.body().is_end_stream());
     let mut ex = Exchange { body, ..ex };
     let (shared, host_header, method) = (&ctx.shared, &out.host_header, ex.method.as_str());
-    let path = ex.path.as_deref();
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let content_type = content_type(req.headers());
+    let (path, content_type) = (ex.path.as_deref(), content_type.as_deref());
     let sent = crate::exchange::Sent {
         body,
         method,
         path,
-        content_type: content_type.as_deref(),
+        content_type,
     };
     let verdict = admit(shared, &ctx.task, task, target, host_header, sent).await;
     let (admitted, verdict) = match verdict.split() {
