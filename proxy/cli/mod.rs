@@ -554,6 +554,18 @@ fn taint_column(t: &TaskConfig) -> String {
     if t.taint.max_hosts > 100_000 {
         taint.push_str(&format!(" !max_hosts={}", t.taint.max_hosts));
     }
+    // Forges beyond the built-in ones are tainted by owner, not whole.
+    let defaults = crate::policy::owners::default_roots();
+    let extra: Vec<&str> = t
+        .taint
+        .by_owner
+        .roots()
+        .into_iter()
+        .filter(|r| !defaults.iter().any(|d| d == r))
+        .collect();
+    if !extra.is_empty() {
+        taint.push_str(&format!(" !by_owner+={}", extra.join(",")));
+    }
     taint
 }
 

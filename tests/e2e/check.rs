@@ -150,3 +150,32 @@ fn check_reads_extra_roots_like_run_does() {
     );
     assert!(err.contains("holds no certificate"), "{err}");
 }
+
+/// Issue 26's taint settings: `by_owner` beyond the built-in forges is
+/// marked; `exempt` takes `host/owner`; a bad owner or an unknown
+/// related host is an error naming the key.
+#[test]
+fn check_knows_the_owner_and_related_settings() {
+    let cfg = r#"
+[[task]]
+id = "build"
+listen = ["tcp:127.0.0.1:3128"]
+allow = ["github.com", "git.example.org"]
+[task.taint]
+by_owner = ["github.com", "git.example.org"]
+exempt = ["github.com/Me"]
+related = [["index.example.org", "files.example.org"]]
+"#;
+    let (code, out, err) = check(cfg);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("!by_owner+=git.example.org"), "{out}");
+    assert!(out.contains("!exempt=github.com/me"), "{out}");
+    let bad = cfg.replace("github.com/Me", "github.com/a/b");
+    let (code, _, err) = check(&bad);
+    assert_eq!(code, 1);
+    assert!(err.contains("task[build].taint.exempt") && err.contains("one path segment"), "{err}");
+    let bad = cfg.replace("files.example.org", "files example");
+    let (code, _, err) = check(&bad);
+    assert_eq!(code, 1);
+    assert!(err.contains("task[build].taint.related[0]"), "{err}");
+}
