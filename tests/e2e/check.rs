@@ -173,7 +173,10 @@ related = [["index.example.org", "files.example.org"]]
     let bad = cfg.replace("github.com/Me", "github.com/a/b");
     let (code, _, err) = check(&bad);
     assert_eq!(code, 1);
-    assert!(err.contains("task[build].taint.exempt") && err.contains("one path segment"), "{err}");
+    assert!(
+        err.contains("task[build].taint.exempt") && err.contains("one path segment"),
+        "{err}"
+    );
     let bad = cfg.replace("files.example.org", "files example");
     let (code, _, err) = check(&bad);
     assert_eq!(code, 1);
