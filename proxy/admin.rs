@@ -133,6 +133,14 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>, client: &str) -> Re
     let path = req.uri().path().trim_end_matches('/').to_string();
     let method = req.method().clone();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if method == Method::POST && req.headers().contains_key(http::header::ORIGIN) {
+        // A web page's request (a browser adds Origin to a cross-site
+        // POST): never a person or a tool at the admin API.
+        return text(
+            StatusCode::FORBIDDEN,
+            "requests from a web page (with Origin) may not change anything here\n",
+        );
+    }
     match segments.as_slice() {
         ["reload"] => {
             if method != Method::POST {
@@ -147,14 +155,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>, client: &str) -> Re
             if method != Method::POST {
                 return method_not_allowed("POST");
             }
-            if req.headers().contains_key(http::header::ORIGIN) {
-                // A web page's request (a browser adds Origin to a
-                // cross-site POST): never a person at the admin API.
-                return text(
-                    StatusCode::FORBIDDEN,
-                    "requests from a web page (with Origin) may not change the taint set\n",
-                );
-            }
+
             let id = id.to_string();
             let by = untaint_caller(req.headers(), client);
             let body = match http_body_util::Limited::new(req.into_body(), 1024).collect().await {

@@ -311,7 +311,11 @@ impl Validator<'_> {
         for item in owners {
             let (host, owner) = item.get_ref().split_once('/').unwrap_or_default();
             let host = match normalize_host(host) {
-                Ok(Host::Name(n)) => n,
+                // Owners are kept under the forge's root (`api.github.com/me`
+                // is `github.com/me`).
+                Ok(Host::Name(n)) => crate::policy::owners::builtin_root(&n)
+                    .map(str::to_string)
+                    .unwrap_or(n),
                 _ => {
                     self.problem(item, k, format!("{host:?} is not a host name"));
                     continue;

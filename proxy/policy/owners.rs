@@ -180,8 +180,10 @@ pub fn scanned_owner(family: &Family, host: &str, path: Option<&str>, cut: bool)
     let path = match path.strip_prefix(':') {
         Some(rest) => match rest.split_once('/') {
             // `host:443/owner/…`
-            Some((port, after)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
-                after
+            // `host:443/owner` or `git@host:12345/repo` (an owner may be all
+            // digits): which one cannot be told, so the whole forge.
+            Some((port, _)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+                return Owner::Unreadable;
             }
             Some(_) => rest,
             // `host:443` alone, or `git@host:owner`.
@@ -206,24 +208,34 @@ pub fn scanned_owner(family: &Family, host: &str, path: Option<&str>, cut: bool)
         return Owner::Unreadable;
     }
     let mut segs: Vec<&str> = Vec::new();
+    let mut dots = false;
     for seg in decoded.split('/') {
         match seg {
-            "." => {}
+            "." => dots = true,
             ".." => {
+                dots = true;
                 segs.pop();
             }
             s => segs.push(s),
         }
     }
+    if cut && dots {
+        // A `..` after the cut could still move the owner.
+        return Owner::Unreadable;
+    }
     let resolved = segs.join("/");
     if resolved.is_empty() {
-        return Owner::None;
+        return if cut { Owner::Unreadable } else { Owner::None };
     }
     if resolved.starts_with('/') {
         // `//owner`: an empty first segment.
         return Owner::Unreadable;
     }
-    family.owner_in(host, &resolved)
+    match family.owner_in(host, &resolved) {
+        // The owner's segment lay beyond the cut.
+        Owner::None if cut => Owner::Unreadable,
+        owner => owner,
+    }
 }
 
 impl Owner {

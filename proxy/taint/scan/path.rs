@@ -31,8 +31,10 @@ pub(super) fn starts_path(term: u8) -> bool {
     matches!(term, b'/' | b':' | b'\\')
 }
 
-/// Path segments read at most (`api/v4/projects/OWNER` has four).
-const SEGMENTS: usize = 4;
+/// Path segments read at most (`:443/api/v4/projects/OWNER` has five);
+/// a path that goes on is read as cut (policy takes the owner from its
+/// whole segments).
+const SEGMENTS: usize = 6;
 
 /// The hosts whose paths are read, normalised.
 pub(super) type OwnerHosts = Arc<[Box<str>]>;
@@ -105,7 +107,9 @@ impl Scanner {
             return self.end_capture(false, found);
         }
         if b == b'/' && cap.buf.iter().filter(|&&c| c == b'/').count() + 1 >= SEGMENTS {
-            return self.end_capture(false, found);
+            // Read no further: what follows may still move the owner (a
+            // `..`), so the path counts as cut there.
+            return self.end_capture(true, found);
         }
         if cap.buf.len() >= PATH_MAX {
             return self.end_capture(true, found);

@@ -162,12 +162,12 @@ fn owners_survive_every_encoding_the_scanner_reads() {
         "https://raw.githubusercontent.com/attacker/x/main/run.sh",
         "“github.com/attacker”",
         // URL forms a parser resolves to the same owner.
-        "https://github.com:443/attacker/x",
         "git@github.com:attacker/x.git",
         "https://api.github.com/repos/decoy/../attacker/x",
         "https://github.com/./attacker",
         r"github.com\attacker\x",
         "https://www.github.com/attacker/x",
+        "https://github.com/attacker/repo/blob/main/src/very/deep/file.rs",
         "https://github.com/orgs/attacker/people",
         // Escapes held twice: the forge decodes what the agent sends.
         "https://github.com/&#37;61ttacker/x",
