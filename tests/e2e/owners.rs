@@ -108,12 +108,28 @@ fn start(up: &Upstream, extra_top: &str) -> (FakeDns, Sluice) {
         .host("github.com", &["127.0.0.1"])
         .host("api.github.com", &["127.0.0.1"])
         .host("registry.npmjs.org", &["127.0.0.1"])
+        // A unix socket: no port to race other tests for.
         .top(&format!(
-            "{extra_top}[admin]\nlisten = \"tcp:127.0.0.1:{}\"\n",
-            free_port()
+            "{extra_top}[admin]\nlisten = \"unix:admin.sock\"\n"
         ))
         .start();
     (dns, s)
+}
+
+/// curl to the admin API's unix socket: the body, a newline, the status.
+fn admin(s: &Sluice, args: &[&str]) -> std::process::Output {
+    let sock = s.dir.path().join("admin.sock");
+    let url = format!("http://sluice{}", args[0]);
+    let mut all = vec![
+        "-s",
+        "-w",
+        "\n%{http_code}",
+        "--unix-socket",
+        sock.to_str().unwrap(),
+        &url,
+    ];
+    all.extend_from_slice(&args[1..]);
+    curl(&all)
 }
 
 /// POSTs `data` to `url` through sluice: the status.
@@ -195,8 +211,10 @@ fn an_owner_is_tainted_not_the_forge_and_a_person_can_clear_it() {
     );
 
     // The admin API lists the owner as such.
-    let (code, body) = s.admin_call("GET", "/tasks/t/taint");
-    assert_eq!(code, 200);
+    let out = admin(&s, &["/tasks/t/taint"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    assert_eq!(code, "200");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["hosts"][0]["host"], "github.com");
     assert_eq!(v["hosts"][0]["owner"], "attacker");
@@ -231,24 +249,28 @@ fn an_owner_is_tainted_not_the_forge_and_a_person_can_clear_it() {
         cleared["by"]
             .as_str()
             .unwrap()
-            .contains("sluice untaint, uid"),
+            .contains("caller says: sluice untaint, uid"),
         "{cleared}"
     );
     // Clearing what is not tainted says so, by the API as by the CLI.
-    let url = format!("http://{}/tasks/t/untaint", s.admin());
-    let out = curl(&[
-        "-s",
-        "-w",
-        "\n%{http_code}",
-        "--data",
-        "paste.example.com",
-        &url,
-    ]);
+    let out = admin(&s, &["/tasks/t/untaint", "--data", "paste.example.com"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         text.ends_with("\n404") && text.contains("is not tainted"),
         "{text}"
     );
+    // A web page cannot clear a taint through a browser.
+    let out = admin(
+        &s,
+        &[
+            "/tasks/t/untaint",
+            "-H",
+            "Origin: http://evil.example",
+            "--data",
+            "github.com/attacker",
+        ],
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("\n403"));
 }
 
 #[test]
@@ -260,15 +282,7 @@ fn an_untaint_survives_a_restart_and_the_page_taints_again() {
     let target = format!("http://github.com:{p}/attacker/x/issues");
     assert_eq!(via(&s, &readme, &[]).status, 200);
     s.taint_log("t", 1);
-    let url = format!("http://{}/tasks/t/untaint", s.admin());
-    let out = curl(&[
-        "-s",
-        "-w",
-        "\n%{http_code}",
-        "--data",
-        "github.com/attacker",
-        &url,
-    ]);
+    let out = admin(&s, &["/tasks/t/untaint", "--data", "github.com/attacker"]);
     assert!(String::from_utf8_lossy(&out.stdout).ends_with("\n200"));
     s.taint_log("t", 2);
     s.kill_and_restart();
