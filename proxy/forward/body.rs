@@ -14,6 +14,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use crate::config::TaskConfig;
 use crate::exchange::{ConnCtx, Row};
 use crate::taint::body::BodyScanner;
+use crate::taint::scan::Named;
 
 use crate::upstream::{Pool, PoolKey, Sender};
 
@@ -86,6 +87,21 @@ pub(super) struct Scan {
     pub(super) served_by: Arc<str>,
     /// What it has tainted so far, and holds.
     pub(super) tally: crate::exchange::Tally,
+}
+
+impl Scan {
+    /// Adds what this response named to the task's taint set (`pending`:
+    /// names in progress at the chunk's end, held until the next).
+    fn taint(&mut self, ctx: &ConnCtx, names: Vec<Named>, pending: Vec<Named>) {
+        let Scan {
+            task,
+            source,
+            served_by,
+            tally,
+            ..
+        } = self;
+        ctx.taint(task, tally, names, pending, source, served_by);
+    }
 }
 
 /// A response body relayed to the client: scans it for host names before
@@ -164,15 +180,7 @@ impl RelayBody {
         if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
             let fed = scan.body.feed(data);
             if !fed.names.is_empty() || !fed.pending.is_empty() || scan.tally.holds() {
-                let (task, source) = (&scan.task, &scan.source);
-                f.ctx.taint(
-                    task,
-                    &mut scan.tally,
-                    fed.names,
-                    fed.pending,
-                    source,
-                    &scan.served_by,
-                );
+                scan.taint(&f.ctx, fed.names, fed.pending);
             }
         }
     }
@@ -182,15 +190,7 @@ impl RelayBody {
         if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
             let hosts = super::scan_headers(trailers, scan.task.taint.by_owner.scan_hosts());
             if !hosts.is_empty() {
-                let (task, source) = (&scan.task, &scan.source);
-                f.ctx.taint(
-                    task,
-                    &mut scan.tally,
-                    hosts,
-                    Vec::new(),
-                    source,
-                    &scan.served_by,
-                );
+                scan.taint(&f.ctx, hosts, Vec::new());
             }
         }
     }
@@ -198,15 +198,7 @@ impl RelayBody {
     fn finish(&mut self, complete: bool) {
         if let (Some(mut scan), Some(f)) = (self.scan.take(), self.finish.as_ref()) {
             let (hosts, skipped) = scan.body.finish();
-            let (task, source) = (&scan.task, &scan.source);
-            f.ctx.taint(
-                task,
-                &mut scan.tally,
-                hosts,
-                Vec::new(),
-                source,
-                &scan.served_by,
-            );
+            scan.taint(&f.ctx, hosts, Vec::new());
             f.ctx.taint_done(&mut scan.tally, &scan.source);
             if let Some(why) = skipped {
                 tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan: {why}");

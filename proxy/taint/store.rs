@@ -210,8 +210,13 @@ impl TaintStore {
         if owner.is_none() {
             // Not a forge here (any more: a reload may have dropped it from
             // `by_owner`): an owner taint kept for its family covers it whole.
-            let root = crate::policy::owners::builtin_root(host).unwrap_or(host);
-            if let Some((key, by)) = self.any_owner(root) {
+            // One lookup for a host that never was a forge (every request
+            // to a plain host passes here).
+            let root = match crate::policy::owners::builtin_root(host) {
+                Some(root) => Some(root),
+                None => self.owners.contains_key(host).then_some(host),
+            };
+            if let Some((key, by)) = root.and_then(|r| self.any_owner(r)) {
                 return TaintState::Tainted {
                     key,
                     by,
@@ -258,6 +263,9 @@ impl TaintStore {
             if let Some(e) = self.keys.iter().find(|e| in_family(e.key())) {
                 return Some((e.key().clone(), e.value().clone()));
             }
+        }
+        if self.pending.is_empty() {
+            return None;
         }
         self.pending
             .iter()

@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 
 use super::tests::build::gzip;
-use super::tests::run_named;
+use super::tests::default_keys;
 use super::Skipped;
 
 /// The Content-Encoding stacks a fixture is served with.
@@ -158,24 +158,7 @@ fn scan_fixture(file: &str, encodings: Stacks) -> (Vec<String>, Option<Vec<Strin
 /// allow-list names anything, no host served it, the default multi-tenant
 /// hosts read by owner): keys as `sluice report --taint` lists them.
 fn taint_set(encodings: &[&str], body: &[u8], chunk: usize) -> (Vec<String>, Option<Skipped>) {
-    use crate::policy::names::{taint_keys, Judge};
-    use crate::policy::owners::ByOwner;
-    let by = ByOwner::default_families();
-    let (named, skipped, _) = run_named(encodings, None, body, chunk, 64 << 20, by.scan_hosts());
-    let judge = Judge {
-        own_site: &|_: &str| false,
-        by_owner: &by,
-        allowed_somewhere: &|_: &str| false,
-        weak_counts: false,
-    };
-    let mut keys: Vec<String> = named
-        .iter()
-        .flat_map(|n| taint_keys(n, &judge))
-        .map(|k| k.to_string())
-        .collect();
-    keys.sort();
-    keys.dedup();
-    (keys, skipped)
+    default_keys(encodings, body, chunk, &[])
 }
 
 /// The reviewed list beside a fixture: the names a person reading it

@@ -67,8 +67,10 @@ impl Scanner {
         term: u8,
         found: &mut impl FnMut(Named),
     ) {
-        let Some(hosts) = self.owners.clone().filter(|_| starts_path(term)) else {
-            return self.judge_token(url, term, found);
+        // Every token ends here: test the byte before touching the hosts.
+        let hosts = match &self.owners {
+            Some(h) if starts_path(term) => h.clone(),
+            _ => return self.judge_token(url, term, found),
         };
         if !candidate(&hosts, self.tok.wide, &self.tok.buf) {
             return self.judge_token(url, term, found);

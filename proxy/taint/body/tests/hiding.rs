@@ -6,29 +6,12 @@
 
 use super::build::*;
 use super::*;
-use crate::policy::names::{taint_keys, Judge};
-use crate::policy::owners::ByOwner;
 
 /// What `body` adds to a taint set when the allow-lists name `allowed`.
 fn keys(body: &[u8], allowed: &[&str]) -> Vec<String> {
-    let by = ByOwner::default_families();
     let mut out = Vec::new();
     for chunk in [1, 7, body.len().max(1)] {
-        let (named, _, _) = run_named(&[], None, body, chunk, 1 << 20, by.scan_hosts());
-        let allowed = |h: &str| allowed.contains(&h);
-        let judge = Judge {
-            own_site: &|_: &str| false,
-            by_owner: &by,
-            allowed_somewhere: &allowed,
-            weak_counts: false,
-        };
-        let mut k: Vec<String> = named
-            .iter()
-            .flat_map(|n| taint_keys(n, &judge))
-            .map(|k| k.to_string())
-            .collect();
-        k.sort();
-        k.dedup();
+        let (k, _) = default_keys(&[], body, chunk, allowed);
         if chunk != 1 {
             assert_eq!(
                 k,

@@ -27,6 +27,36 @@ pub(super) fn run_body(
     (all, skipped, scanned)
 }
 
+/// What a body adds to a taint set under the default settings (no host
+/// served it, the default forges read by owner), the allow-lists naming
+/// `allowed`: sorted keys as `sluice report --taint` lists them, and why
+/// the body was not scanned as labelled.
+pub(super) fn default_keys(
+    encodings: &[&str],
+    body: &[u8],
+    chunk: usize,
+    allowed: &[&str],
+) -> (Vec<String>, Option<Skipped>) {
+    use crate::policy::names::{taint_keys, Judge};
+    let by = crate::policy::owners::ByOwner::default_families();
+    let (named, skipped, _) = run_named(encodings, None, body, chunk, 64 << 20, by.scan_hosts());
+    let allowed = |h: &str| allowed.contains(&h);
+    let judge = Judge {
+        own_site: &|_: &str| false,
+        by_owner: &by,
+        allowed_somewhere: &allowed,
+        weak_counts: false,
+    };
+    let mut keys: Vec<String> = named
+        .iter()
+        .flat_map(|n| taint_keys(n, &judge))
+        .map(|k| k.to_string())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    (keys, skipped)
+}
+
 /// The names a body yields for good (not those only held at a chunk's
 /// end), with how each was written, reading the path after `owners`.
 pub(super) fn run_named(
