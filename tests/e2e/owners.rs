@@ -215,7 +215,7 @@ fn an_owner_is_tainted_not_the_forge_and_a_person_can_clear_it() {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let (body, code) = text.rsplit_once('\n').unwrap();
     assert_eq!(code, "200");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
     assert_eq!(v["hosts"][0]["host"], "github.com");
     assert_eq!(v["hosts"][0]["owner"], "attacker");
 
