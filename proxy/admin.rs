@@ -85,13 +85,14 @@ pub async fn run(listener: Bound, shared: Arc<Shared>, scope: Scope) {
             continue;
         };
         let shared = shared.clone();
+        let tcp = matches!(listener, Bound::Tcp(_));
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let shared = shared.clone();
                 let client = client.clone();
                 async move {
                     Ok::<_, Infallible>(match scope {
-                        Scope::Full => route(&shared, req, &client).await,
+                        Scope::Full => route(&shared, req, &client, tcp).await,
                         Scope::MetricsOnly => metrics_only(&shared, req),
                     })
                 }
@@ -129,17 +130,59 @@ fn metrics_only(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-async fn route(shared: &Arc<Shared>, req: Request<Incoming>, client: &str) -> Response<Body> {
+/// Is this a person's or a tool's request, not a web page's? A browser
+/// adds `Origin` to cross-site requests (a simple `text/plain` POST needs
+/// no preflight), and a DNS-rebinding page reaches a TCP listener under a
+/// name of its own in `Host`: neither may read or change anything. On TCP,
+/// `Host` must be absent, `localhost` or an IP literal (a literal cannot be
+/// rebound); a unix socket has no name to rebind.
+fn from_a_tool(h: &http::HeaderMap, tcp: bool) -> Result<(), &'static str> {
+    if h.contains_key(header::ORIGIN) {
+        return Err("requests from a web page (with Origin) are refused here\n");
+    }
+    if !tcp {
+        return Ok(());
+    }
+    let mut hosts = h.get_all(header::HOST).iter();
+    let (first, second) = (hosts.next(), hosts.next());
+    let ok = match (first, second) {
+        (None, _) => true,
+        (Some(v), None) => v.to_str().is_ok_and(local_host),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err("the admin API answers only Host: localhost or an IP address (a web page may name it otherwise)\n")
+    }
+}
+
+/// `localhost` or an IP literal, with or without a port.
+fn local_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((v6, port)) if port.is_empty() || port.starts_with(':') => {
+                return v6.parse::<std::net::Ipv6Addr>().is_ok();
+            }
+            _ => return false,
+        },
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    let name = name.strip_suffix('.').unwrap_or(name);
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
+}
+
+async fn route(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    client: &str,
+    tcp: bool,
+) -> Response<Body> {
     let path = req.uri().path().trim_end_matches('/').to_string();
     let method = req.method().clone();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    if method == Method::POST && req.headers().contains_key(http::header::ORIGIN) {
-        // A web page's request (a browser adds Origin to a cross-site
-        // POST): never a person or a tool at the admin API.
-        return text(
-            StatusCode::FORBIDDEN,
-            "requests from a web page (with Origin) may not change anything here\n",
-        );
+    if let Err(why) = from_a_tool(req.headers(), tcp) {
+        return text(StatusCode::FORBIDDEN, why);
     }
     match segments.as_slice() {
         ["reload"] => {
@@ -468,4 +511,48 @@ fn taint(shared: &Shared, id: &str) -> Option<serde_json::Value> {
         "max_hosts": task.taint.max_hosts,
         "hosts": hosts,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn only_tools_reach_a_tcp_admin_listener() {
+        let cases: [(&[(&str, &str)], bool, bool); 14] = [
+            (&[], true, true),
+            (&[("host", "localhost")], true, true),
+            (&[("host", "LOCALHOST.:9901")], true, true),
+            (&[("host", "127.0.0.1:9901")], true, true),
+            (&[("host", "[::1]:9901")], true, true),
+            (&[("host", "10.0.0.7")], true, true),
+            (&[("host", "evil.attacker.example")], true, false),
+            (&[("host", "127.0.0.1.nip.example:9901")], true, false),
+            (&[("host", "localhost.attacker.example")], true, false),
+            (&[("host", "[::1]x")], true, false),
+            (&[("host", "localhost"), ("host", "localhost")], true, false),
+            (&[("host", "localhost"), ("origin", "null")], true, false),
+            // A unix socket has no name to rebind, but Origin still counts.
+            (&[("host", "evil.attacker.example")], false, true),
+            (&[("origin", "http://evil.attacker.example")], false, false),
+        ];
+        for (pairs, tcp, ok) in cases {
+            assert_eq!(
+                from_a_tool(&headers(pairs), tcp).is_ok(),
+                ok,
+                "{pairs:?} tcp={tcp}"
+            );
+        }
+    }
 }

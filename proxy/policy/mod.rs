@@ -372,6 +372,12 @@ impl OwnAddrs {
 
     fn contains(&self, a: SocketAddr) -> bool {
         let ip = addr::canonical(a.ip());
+        // 0.0.0.0 and :: connect to the local machine: in any spelling they
+        // reach every listener on that port, a loopback-only one too.
+        let any_listener_port = || self.exact.iter().any(|e| e.port() == a.port());
+        if ip.is_unspecified() && (any_listener_port() || self.any_ip_ports.contains(&a.port())) {
+            return true;
+        }
         self.exact.contains(&SocketAddr::new(ip, a.port()))
             || (self.any_ip_ports.contains(&a.port())
                 && (ip.is_loopback()

@@ -580,6 +580,18 @@ fn own_address_in_ipv6_forms_is_refused() {
             true,
         ),
         ("another public host on that port", "8.8.8.8", 3128, false),
+        // Round 3, finding 6: the unspecified address is the local machine.
+        ("0.0.0.0 to a loopback listener", "0.0.0.0", 9901, true),
+        ("mapped 0.0.0.0", "::ffff:0.0.0.0", 9901, true),
+        (":: to a loopback listener", "::", 9901, true),
+        ("nat64 0.0.0.0", "64:ff9b::", 9901, true),
+        ("0.0.0.0 to a wildcard listener", "0.0.0.0", 3128, true),
+        (
+            "0.0.0.0 on a port sluice does not use",
+            "0.0.0.0",
+            9902,
+            false,
+        ),
     ];
     for (what, ip, port, refused) in cases {
         let t = parse_authority(&format!("pkgs.example.com:{port}"), None).unwrap();

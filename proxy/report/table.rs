@@ -1,6 +1,7 @@
 //! table: the report as a person reads it: aligned columns, a legend,
 //! human sizes and compact times. Pure text; reads nothing.
 
+use super::follow::safe;
 use super::Destination;
 
 /// What the table's marks and columns mean, printed under it.
@@ -64,7 +65,14 @@ pub fn table(rows: &[Destination]) -> String {
 }
 
 /// Rows as columns two spaces apart; `right(i)` columns are right-aligned.
+/// Every cell is made safe for a terminal first ([`safe`]): a row's host
+/// or task in a hand-edited log cannot move the cursor or reorder text.
 pub fn aligned(rows: &[Vec<String>], right: impl Fn(usize) -> bool) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| safe(c)).collect())
+        .collect();
+    let rows = &rows[..];
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut widths = vec![0usize; cols];
     for r in rows {

@@ -132,7 +132,8 @@ pub fn leading(
         out.push('\n');
     }
     out.push_str(&section(state_dir, task, &allowed, full));
-    out
+    // Hosts and sources come from files a person may have edited by hand.
+    out.lines().map(|l| super::follow::safe(l) + "\n").collect()
 }
 
 /// Requests a shadow-mode taint let through that enforce would have

@@ -189,7 +189,7 @@ fn own_addresses_in_ipv6_forms_are_refused() {
     let probe = TcpListener::bind("127.0.0.1:0").unwrap();
     let admin_port = probe.local_addr().unwrap().port();
     drop(probe);
-    let names = ["mapped", "compat", "nat64"];
+    let names = ["mapped", "compat", "nat64", "zero", "zero6", "mapzero"];
     let allow: Vec<String> = names
         .iter()
         .map(|n| format!("{n}.example.com:{admin_port}"))
@@ -200,6 +200,10 @@ fn own_addresses_in_ipv6_forms_are_refused() {
         .host("mapped.example.com", &["::ffff:127.0.0.1"])
         .host("compat.example.com", &["::127.0.0.1"])
         .host("nat64.example.com", &["64:ff9b::7f00:1"])
+        // Round 3, finding 6: 0.0.0.0 and :: connect to the local machine.
+        .host("zero.example.com", &["0.0.0.0"])
+        .host("zero6.example.com", &["::"])
+        .host("mapzero.example.com", &["::ffff:0.0.0.0"])
         .top(&format!("[admin]\nlisten = \"tcp:127.0.0.1:{admin_port}\""))
         .start();
     assert_eq!(s.admin(), format!("127.0.0.1:{admin_port}"));
@@ -215,6 +219,38 @@ fn own_addresses_in_ipv6_forms_are_refused() {
             "{n}"
         );
     }
+}
+
+/// Round 3, finding 7: a web page reaches a TCP admin listener by a
+/// simple cross-origin POST, or by DNS rebinding under its own name. Both
+/// are refused (403) and change nothing; curl's own requests still work.
+#[test]
+fn web_pages_cannot_use_the_tcp_admin_api() {
+    let dns = FakeDns::start();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&["pkgs.example.com"])
+        .top(&format!(
+            "[admin]\nlisten = \"tcp:127.0.0.1:{}\"",
+            free_port()
+        ))
+        .start();
+    let admin = s.admin();
+    let attempts = [
+        format!("POST /reload HTTP/1.1\r\nHost: evil.attacker.example\r\nContent-Type: text/plain\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+        format!("POST /reload HTTP/1.1\r\nHost: {admin}\r\nOrigin: http://evil.attacker.example\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+        format!("POST /reload HTTP/1.1\r\nHost: localhost.attacker.example:80\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+        format!("GET /tasks HTTP/1.1\r\nHost: evil.attacker.example\r\nConnection: close\r\n\r\n"),
+        format!("GET /events HTTP/1.1\r\nHost: {admin}\r\nOrigin: null\r\nConnection: close\r\n\r\n"),
+    ];
+    for req in &attempts {
+        let a = parse_http(&raw(&admin, req.as_bytes())).expect("an answer");
+        assert_eq!(a.status, 403, "{req}");
+    }
+    assert_eq!(s.reloads_by("admin API"), 0, "no refused request reloaded");
+    // A tool's own request (curl: Host is the address) still works.
+    let (code, _) = s.admin_call("POST", "/reload");
+    assert_eq!(code, 200);
+    s.wait_reloads_by("admin API", 1);
 }
 
 /// Request smuggling between sluice and the upstream: a request framed
