@@ -141,6 +141,9 @@ pub async fn run_until(
         shutdown: CancellationToken::new(),
         hard_stop: CancellationToken::new(),
         tracker: TaskTracker::new(),
+        decoder_memory: crate::taint::body::memory::Pool::new(
+            crate::taint::body::memory::TOTAL_CAP,
+        ),
     });
     for (addr, b, task) in bound {
         crate::accept::spawn(&shared, addr, b, &task);

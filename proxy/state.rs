@@ -52,6 +52,8 @@ pub struct TaskRuntime {
     shadow_said: Mutex<HashMap<String, Instant>>,
     /// `allow_mode = "ask"`: grants and the questions waiting.
     pub asks: crate::ask::Asks,
+    /// Window memory this task's response decoders hold.
+    pub decoder_memory: Arc<crate::taint::body::memory::Pool>,
 }
 
 /// Hosts remembered for the shadow-mode console lines at most; past it
@@ -109,6 +111,9 @@ impl TaskRuntime {
             accept_row_second: Default::default(),
             shadow_said: Default::default(),
             asks,
+            decoder_memory: crate::taint::body::memory::Pool::new(
+                crate::taint::body::memory::TASK_CAP,
+            ),
         }
     }
 }
@@ -150,6 +155,8 @@ pub struct Shared {
     /// Fired when the drain period is over: close tunnels.
     pub hard_stop: CancellationToken,
     pub tracker: TaskTracker,
+    /// Window memory all response decoders hold.
+    pub decoder_memory: Arc<crate::taint::body::memory::Pool>,
 }
 
 impl Shared {

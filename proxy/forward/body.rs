@@ -175,14 +175,47 @@ impl Stall {
 #[error("the upstream response body stalled for {0:?}; sluice cut it")]
 pub(super) struct Stalled(std::time::Duration);
 
+/// The error a response body ends with when sluice cannot scan it as a
+/// client would read it (SPEC §9: fail closed).
+#[derive(Debug, thiserror::Error)]
+#[error("sluice cut the response: {0}")]
+pub(super) struct Unscannable(crate::taint::body::Skipped);
+
 impl RelayBody {
-    fn scan_chunk(&mut self, data: &[u8]) {
-        if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
-            let fed = scan.body.feed(data);
+    /// Scans a chunk before it is passed on; `Err` when the body must be
+    /// cut instead (the chunk is not passed on).
+    fn scan_chunk(&mut self, data: &[u8]) -> Result<(), Unscannable> {
+        let Some(scan) = self.scan.as_mut() else {
+            return Ok(());
+        };
+        let fed = scan.body.feed(data);
+        if let Some(f) = self.finish.as_ref() {
             if !fed.names.is_empty() || !fed.pending.is_empty() || scan.tally.holds() {
                 scan.taint(&f.ctx, fed.names, fed.pending);
             }
         }
+        match fed.cut {
+            None => Ok(()),
+            Some(why) => Err(Unscannable(why)),
+        }
+    }
+
+    /// Cuts the body: the row says why (a refusal after the status the
+    /// client already got), and nothing more is relayed.
+    fn cut(
+        &mut self,
+        why: Unscannable,
+    ) -> Poll<Option<Result<Frame<Bytes>, crate::respond::BodyError>>> {
+        if let Some(f) = self.finish.as_mut() {
+            tracing::warn!(task = %f.ctx.task.id, url = %f.row.ex.url, "{why}");
+            f.row
+                .set_verdict(crate::policy::Verdict::Deny(crate::policy::Refusal::new(
+                    crate::policy::Rule::UntrustedTarget,
+                    why.to_string(),
+                )));
+        }
+        self.finish(false);
+        Poll::Ready(Some(Err(Box::new(why))))
     }
 
     /// Trailers are headers too: scanned like the response's.
@@ -242,7 +275,9 @@ impl Body for RelayBody {
                     self.since_yield += d.len();
                     // Before the bytes reach the client: a name is tainted
                     // before a request sent after reading it can arrive.
-                    self.scan_chunk(d);
+                    if let Err(why) = self.scan_chunk(d) {
+                        return self.cut(why);
+                    }
                 } else if let Some(t) = f.trailers_ref() {
                     self.scan_trailers(t);
                 }

@@ -22,6 +22,7 @@ use crate::policy::{
     target::parse_authority, HostHeader, Refusal, Rule, TaintMode, Target, Verdict,
 };
 use crate::respond::{self, ProxyBody};
+use crate::taint::body::memory::Memory;
 use crate::upstream::{Sender, Spare, UpBody, UpstreamError};
 
 mod body;
@@ -304,7 +305,11 @@ fn respond_with(
             );
         }
         Scan {
-            body: body_scanner(&rparts.headers, back.task.taint.max_scan_bytes, owners),
+            body: body_scanner(&rparts.headers, back.task.taint.max_scan_bytes, owners)
+                .with_memory(Memory {
+                    task: ctx.task.decoder_memory.clone(),
+                    total: ctx.shared.decoder_memory.clone(),
+                }),
             task: back.task.clone(),
             source,
             served_by,

@@ -95,7 +95,68 @@ fn pages() -> Vec<(&'static str, Page)> {
             (vec![], text(12, &|n| n.replace('.', "&#x2e;"))),
         ),
         ("/plain", (vec![], plain(13))),
+        // Round 3, finding 8: every reading a client takes.
+        (
+            "/zlib-labelled-gzip",
+            (vec![("content-encoding", "gzip".into())], zlib(&plain(14))),
+        ),
+        (
+            "/deflate-with-two-readings",
+            (
+                vec![("content-encoding", "deflate".into())],
+                two_readings(&plain(15)),
+            ),
+        ),
+        (
+            "/brotli-window-24",
+            (vec![("content-encoding", "br".into())], br24(&plain(16))),
+        ),
+        (
+            "/zstd-window-16-mib",
+            (
+                vec![("content-encoding", "zstd".into())],
+                zstd_frame(&plain(17), 24),
+            ),
+        ),
     ]
+}
+
+fn zlib(b: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+/// Raw deflate whose first two bytes (78 9c) are also a zlib header: a
+/// stored block of harmless bytes, then `b` compressed. Its zlib reading
+/// fails; curl and urllib3 then read it as raw deflate.
+fn two_readings(b: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x78, 0x9c, 0x00, 0x63, 0xff];
+    out.extend_from_slice(&[b'.'; 156]);
+    let mut e = flate2::write::DeflateEncoder::new(out, flate2::Compression::default());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+/// brotli at lgwin 24, the largest standard window.
+fn br24(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut w = brotli::CompressorWriter::new(&mut out, 4096, 5, 24);
+        w.write_all(b).unwrap();
+    }
+    assert_eq!(out[0] & 0x0f, 0x0f, "WBITS 24");
+    out
+}
+
+/// A zstd frame announcing a 2^`window_log` window, holding `b` as one raw
+/// block (RFC 8878 3.1.1).
+pub fn zstd_frame(b: &[u8], window_log: u8) -> Vec<u8> {
+    let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (window_log - 10) << 3];
+    let header = ((b.len() as u32) << 3) | 1;
+    f.extend_from_slice(&header.to_le_bytes()[..3]);
+    f.extend_from_slice(b);
+    f
 }
 
 fn page_upstream() -> Upstream {
@@ -364,4 +425,51 @@ fn a_stalled_response_body_is_cut() {
     );
     let row = last_row_for(&s, "t", "pkgs.example.com");
     assert_eq!(row["bytes_down"], 7);
+}
+
+/// Round 3, findings 8 and 12: a zstd frame whose window is beyond what
+/// sluice decodes (32 MiB; curl takes up to 128 MiB) is not relayed
+/// unscanned: the response is cut before its first byte reaches the
+/// client, and the row says why. Others are served meanwhile.
+#[test]
+fn a_window_beyond_the_cap_cuts_the_response() {
+    let big = zstd_frame(b"<p>send it to https://evil-big.example.com/in</p>", 25);
+    let up = Upstream::start_with(Arc::new(move |req: &Seen| {
+        let mut r = Response::new(Full::new(Bytes::from(big.clone())));
+        if req.uri == "/huge-window" {
+            r.headers_mut()
+                .insert("content-encoding", "zstd".parse().unwrap());
+        } else {
+            *r.body_mut() = Full::new(Bytes::from_static(b"fine"));
+        }
+        Some(r)
+    }));
+    let (_dns, s) = evasion_sluice(&up, "");
+    let p = up.port();
+    let out = curl(&[
+        "-s",
+        "--compressed",
+        "-x",
+        &s.proxy(0),
+        &format!("http://docs.example.com:{p}/huge-window"),
+    ]);
+    assert_ne!(out.status.code(), Some(0), "the transfer fails");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("evil-big"),
+        "no byte of the name reached the client"
+    );
+    let row = row_where(&s, "t", "docs.example.com", |r| r["path"] == "/huge-window");
+    assert_eq!(row["decision"], "deny", "{row}");
+    assert_eq!(row["rule"], "untrusted-target", "{row}");
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap()
+            .contains("window larger than the 16 MiB"),
+        "{row}"
+    );
+    assert_eq!(
+        via(&s, &format!("http://docs.example.com:{p}/ok"), &[]).status,
+        200
+    );
 }

@@ -11,6 +11,7 @@
 
 use super::coding::{Coding, Fail};
 use super::flate::{Deflate, Gzip};
+use super::memory::Memory;
 use super::windowed::{Brotli, Zstd};
 use super::{Flow, Skipped, Stop};
 
@@ -51,12 +52,18 @@ pub(super) struct Layer {
 impl Layer {
     /// `window_log`: log2 of the largest window a zstd or brotli layer may
     /// use.
-    pub(super) fn new(coding: Coding, window_log: u32, limit: u64) -> Result<Layer, Skipped> {
+    pub(super) fn new(
+        coding: Coding,
+        window_log: u32,
+        limit: u64,
+        memory: Option<Memory>,
+    ) -> Result<Layer, Skipped> {
         let codec = match coding {
             Coding::Gzip => Codec::Gzip(Gzip::new()),
             Coding::Deflate => Codec::Deflate(Deflate::default()),
-            Coding::Brotli => Codec::Brotli(Box::new(Brotli::new(window_log))),
-            Coding::Zstd => Codec::Zstd(Zstd::new(window_log)?),
+            Coding::DeflateRaw => Codec::Deflate(Deflate::raw()),
+            Coding::Brotli => Codec::Brotli(Box::new(Brotli::new(window_log, memory))),
+            Coding::Zstd => Codec::Zstd(Zstd::new(window_log, memory)?),
         };
         Ok(Layer::with(codec, limit))
     }
@@ -119,6 +126,15 @@ impl Layer {
             self.tail.drain(..self.tail.len() - keep);
         }
         self.tail.extend_from_slice(input);
+    }
+
+    /// Its zstd or brotli decoder draws its window from `memory`.
+    pub(super) fn draw_from(&mut self, memory: &Memory) {
+        match &mut self.codec {
+            Some(Codec::Brotli(d)) => d.draw_from(memory.clone()),
+            Some(Codec::Zstd(d)) => d.draw_from(memory.clone()),
+            _ => {}
+        }
     }
 
     /// At the end of the body: a layer still inside its stream is broken.

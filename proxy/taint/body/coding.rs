@@ -15,6 +15,10 @@ pub(super) const OUT_BUF: usize = 8 * 1024;
 pub(super) enum Coding {
     Gzip,
     Deflate,
+    /// `deflate` read as raw deflate whatever its first bytes say: the
+    /// second reading of a body whose start is also a zlib header (curl
+    /// and urllib3 retry as raw when zlib fails).
+    DeflateRaw,
     Brotli,
     Zstd,
 }
@@ -43,7 +47,7 @@ impl Coding {
     pub(super) fn name(self) -> &'static str {
         match self {
             Coding::Gzip => "gzip",
-            Coding::Deflate => "deflate",
+            Coding::Deflate | Coding::DeflateRaw => "deflate",
             Coding::Brotli => "br",
             Coding::Zstd => "zstd",
         }

@@ -93,6 +93,9 @@ pub(super) struct Gzip {
     flags: u8,
     members: u32,
     inflate: Decompress,
+    /// A body labelled gzip that starts with a zlib header instead of
+    /// gzip's magic: read as zlib, as curl's decoder does.
+    other: Option<Deflate>,
 }
 
 impl Gzip {
@@ -102,11 +105,15 @@ impl Gzip {
             flags: 0,
             members: 0,
             inflate: Decompress::new(false),
+            other: None,
         }
     }
 
     pub(super) fn at_end(&self) -> bool {
-        self.state == GzState::Fixed { n: 0 }
+        match &self.other {
+            Some(d) => d.at_end(),
+            None => self.state == GzState::Fixed { n: 0 },
+        }
     }
 
     /// The first optional field at or after `from` the flags announce.
@@ -129,6 +136,13 @@ impl Gzip {
         input: &[u8],
         out: &mut dyn FnMut(&[u8]) -> Flow,
     ) -> Result<(), Fail> {
+        let starts = self.members == 0 && self.state == GzState::Fixed { n: 0 };
+        if starts && self.other.is_none() && input.first().is_some_and(|b| *b != 0x1f) {
+            self.other = Some(Deflate::zlib());
+        }
+        if let Some(d) = self.other.as_mut() {
+            return d.decode(input, out);
+        }
         let mut i = 0;
         while i < input.len() {
             match self.state {
@@ -221,15 +235,41 @@ impl Gzip {
 }
 
 /// `deflate`: zlib (RFC 1950) as specified, or the raw deflate some
-/// servers send; the first two bytes tell.
+/// servers send; the first two bytes tell. Two bytes can be both a zlib
+/// header and the start of raw deflate: the body scanner then also reads
+/// it as raw ([`Deflate::raw`]), as clients do when zlib fails.
 #[derive(Default)]
 pub(super) struct Deflate {
     head: Vec<u8>,
     inflate: Option<Decompress>,
     done: bool,
+    /// Only a zlib stream is this coding (a gzip label's other reading).
+    only_zlib: bool,
+}
+
+/// Do these first two bytes make a zlib header (RFC 1950: CM = 8 and the
+/// header checksum divides by 31)?
+pub(super) fn zlib_header(a: u8, b: u8) -> bool {
+    a & 0x0f == 8 && (u16::from(a) << 8 | u16::from(b)) % 31 == 0
 }
 
 impl Deflate {
+    /// A zlib stream, or not this coding at all.
+    pub(super) fn zlib() -> Deflate {
+        Deflate {
+            only_zlib: true,
+            ..Deflate::default()
+        }
+    }
+
+    /// Raw deflate from the first byte.
+    pub(super) fn raw() -> Deflate {
+        Deflate {
+            inflate: Some(Decompress::new(false)),
+            ..Deflate::default()
+        }
+    }
+
     /// Ended, or not started.
     pub(super) fn at_end(&self) -> bool {
         self.done || self.head.is_empty() && self.inflate.is_none()
@@ -248,9 +288,10 @@ impl Deflate {
             if self.head.len() < 2 {
                 return Ok(());
             }
-            let (a, b) = (self.head[0], self.head[1]);
-            // RFC 1950: CM = 8 and the header checksum divides by 31.
-            let zlib = a & 0x0f == 8 && (u16::from(a) << 8 | u16::from(b)) % 31 == 0;
+            let zlib = zlib_header(self.head[0], self.head[1]);
+            if self.only_zlib && !zlib {
+                return Err(bad(Coding::Gzip, "not gzip data (no 1f 8b magic)"));
+            }
             self.inflate = Some(Decompress::new(zlib));
             let head = std::mem::take(&mut self.head);
             // `head` ends with `input`: decoding it all decodes both.

@@ -47,6 +47,7 @@ mod codec;
 mod coding;
 mod flate;
 mod member;
+pub mod memory;
 mod tar;
 mod windowed;
 mod zip;
@@ -72,8 +73,14 @@ pub const MAX_CODINGS: usize = 5;
 pub const MAX_ARCHIVE_DEPTH: u8 = 4;
 
 /// log2 of the window memory all zstd and brotli layers of one response
-/// share: 8 MiB.
-pub const WINDOW_BUDGET_LOG: u32 = 23;
+/// share: 16 MiB, brotli's largest standard window (lgwin 24) and the
+/// zstd window curl's decoder takes.
+pub const WINDOW_BUDGET_LOG: u32 = 24;
+
+/// Decoded bytes scanned at most per byte of `max_scan_bytes`: the limit
+/// counts the body as it arrives, and a body that decodes to more than
+/// this many times the limit (a decompression bomb) is cut.
+pub const DECODED_PER_WIRE: u64 = 16;
 
 /// Which text encoding the scanner reads (from the Content-Type charset).
 pub use super::scan::Charset;
@@ -94,19 +101,36 @@ fn scanner_for(charset: Charset, owners: &OwnerHosts) -> Scanner {
 pub struct Fed {
     pub names: Vec<Named>,
     pub pending: Vec<Named>,
+    /// The body cannot be scanned as a client would read it: it must be
+    /// cut before this chunk reaches the client (fail closed).
+    pub cut: Option<Skipped>,
 }
 
 /// Why the body was not scanned exactly as its encoding describes: it was
 /// cut at the limit, or part of it was scanned as raw bytes.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Skipped {
-    /// `max_scan_bytes` decoded bytes were scanned (or one decoder produced
-    /// that many); the rest was not.
+    /// `max_scan_bytes` bytes of the body (as sent) were scanned; the rest
+    /// was not.
     #[error(
-        "stopped after max_scan_bytes ({0}) decoded bytes; the rest was relayed unscanned \
+        "stopped after max_scan_bytes ({0}) bytes of the body; the rest was relayed unscanned \
          (raise [task.taint] max_scan_bytes to scan further)"
     )]
     Limit(u64),
+    /// Fewer than `max_scan_bytes` bytes decoded to more than
+    /// [`DECODED_PER_WIRE`] times that: a decompression bomb. Fails closed.
+    #[error(
+        "the body decoded to more than {0} bytes from less than max_scan_bytes on the wire \
+         (a decompression bomb); sluice cut it"
+    )]
+    Expanded(u64),
+    /// The decoders' memory pools (per task, in total) are dry. Fails
+    /// closed.
+    #[error(
+        "a {coding} layer needs more window memory than its task or sluice may hold now; \
+         sluice cut the response"
+    )]
+    NoMemory { coding: &'static str },
     /// A Content-Encoding sluice does not decode.
     #[error(
         "Content-Encoding {0:?} is not one sluice decodes (gzip, x-gzip, deflate, br, zstd, \
@@ -120,10 +144,10 @@ pub enum Skipped {
     )]
     TooManyCodings(usize),
     /// A zstd frame or brotli stream needs a window beyond the budget
-    /// (`allowed`, in bytes).
+    /// (`allowed`, in bytes). Fails closed: a client would read it.
     #[error(
         "a {coding} layer needs a window larger than the {} MiB sluice allows it; \
-         the body was scanned as raw bytes from there on",
+         sluice cut the response",
         .allowed >> 20
     )]
     WindowTooLarge { coding: &'static str, allowed: u64 },
@@ -147,6 +171,17 @@ pub enum Skipped {
     TooDeep,
 }
 
+impl Skipped {
+    /// Must the response be cut rather than relayed (a client would read
+    /// what sluice could not)?
+    pub fn fails_closed(&self) -> bool {
+        matches!(
+            self,
+            Skipped::Expanded(_) | Skipped::NoMemory { .. } | Skipped::WindowTooLarge { .. }
+        )
+    }
+}
+
 /// Reaching the scan limit: every stage stops.
 #[derive(Debug)]
 pub(super) struct Stop;
@@ -166,11 +201,15 @@ pub(super) struct Sink {
     scanned: u64,
     limit: u64,
     skipped: Option<Skipped>,
+    /// A second reading of the body: a layer that fails ends it (the first
+    /// reading scans the raw bytes).
+    quiet: bool,
 }
 
 impl Sink {
     fn new(limit: u64, body_charset: Charset, owners: OwnerHosts) -> Sink {
         Sink {
+            quiet: false,
             scanner: scanner_for(body_charset, &owners),
             body_charset,
             owners,
@@ -224,7 +263,10 @@ impl Sink {
     /// Records why the body was not scanned as described: the first
     /// reason, unless the limit cut it (which matters more).
     fn note(&mut self, why: Skipped) {
-        if self.skipped.is_none() || matches!(why, Skipped::Limit(_)) {
+        let first = self.skipped.is_none() || matches!(why, Skipped::Limit(_));
+        // Cutting the response matters most.
+        if first && !self.skipped.as_ref().is_some_and(Skipped::fails_closed) || why.fails_closed()
+        {
             self.skipped = Some(why);
         }
     }
@@ -240,6 +282,11 @@ pub struct BodyScanner {
     sink: Sink,
     /// Set once the limit is reached: nothing more is decoded.
     stopped: bool,
+    /// `max_scan_bytes`, counted on the body as sent, and what was fed.
+    wire_limit: u64,
+    wire: u64,
+    /// The body read as raw deflate too (see [`Coding::DeflateRaw`]).
+    alt: Option<Box<BodyScanner>>,
 }
 
 impl BodyScanner {
@@ -263,15 +310,35 @@ impl BodyScanner {
         limit: u64,
         owners: OwnerHosts,
     ) -> BodyScanner {
-        let mut sink = Sink::new(limit, charset_of(content_type), owners);
+        let decoded = limit.saturating_mul(DECODED_PER_WIRE);
+        let mut sink = Sink::new(decoded, charset_of(content_type), owners);
         let codings = parse_codings(encodings, &mut sink);
+        let alt = codings.contains(&Coding::Deflate).then(|| {
+            let raw: Vec<Coding> = codings
+                .iter()
+                .map(|c| match c {
+                    Coding::Deflate => Coding::DeflateRaw,
+                    c => *c,
+                })
+                .collect();
+            let mut sink = Sink::new(decoded, sink.body_charset, sink.owners.clone());
+            sink.quiet = true;
+            Box::new(BodyScanner::build(raw, sink, limit))
+        });
+        let mut scanner = BodyScanner::build(codings, sink, limit);
+        scanner.alt = alt;
+        scanner
+    }
+
+    /// The pipeline for `codings` (innermost first) into `sink`.
+    fn build(codings: Vec<Coding>, mut sink: Sink, limit: u64) -> BodyScanner {
         let windowed = codings.iter().filter(|c| c.windowed()).count();
         // Split the window budget evenly: 8 MiB for one, 4 MiB each for
         // two, 2 MiB each for three or four, 1 MiB each for five.
         let window_log = WINDOW_BUDGET_LOG - windowed.next_power_of_two().trailing_zeros();
         let mut layers = Vec::with_capacity(codings.len());
         for coding in codings {
-            match Layer::new(coding, window_log, limit) {
+            match Layer::new(coding, window_log, sink.limit, None) {
                 Ok(layer) => layers.push(layer),
                 Err(why) => {
                     // The layers inside this one cannot be undone either.
@@ -285,7 +352,22 @@ impl BodyScanner {
             content: Content::top(),
             sink,
             stopped: false,
+            wire_limit: limit,
+            wire: 0,
+            alt: None,
         }
+    }
+
+    /// Draws the zstd and brotli windows from `memory` (its task's and the
+    /// process's pools); a window they cannot grant cuts the response.
+    pub fn with_memory(mut self, memory: memory::Memory) -> BodyScanner {
+        for layer in &mut self.layers {
+            layer.draw_from(&memory);
+        }
+        if let Some(alt) = self.alt.take() {
+            self.alt = Some(Box::new(alt.with_memory(memory)));
+        }
+        self
     }
 
     /// One Content-Encoding value (or none) and no Content-Type: the
@@ -298,15 +380,35 @@ impl BodyScanner {
     /// Scans a chunk of the body as sent; returns the names it completed
     /// and those in progress at its end.
     pub fn feed(&mut self, chunk: &[u8]) -> Fed {
-        if !self.stopped && run(&mut self.layers, &mut self.content, &mut self.sink, chunk).is_err()
-        {
-            self.stop();
+        let room = self.wire_limit.saturating_sub(self.wire);
+        let take = (chunk.len() as u64).min(room) as usize;
+        self.wire += take as u64;
+        if !self.stopped {
+            if run(
+                &mut self.layers,
+                &mut self.content,
+                &mut self.sink,
+                &chunk[..take],
+            )
+            .is_err()
+            {
+                // Within the wire limit: only the decoded cap stops it.
+                self.stop(Skipped::Expanded(self.sink.limit));
+            } else if take < chunk.len() {
+                self.stop(Skipped::Limit(self.wire_limit));
+            }
         }
-        let pending = self.sink.peek();
-        Fed {
+        let mut fed = Fed {
             names: std::mem::take(&mut self.sink.found),
-            pending,
+            pending: self.sink.peek(),
+            cut: self.sink.skipped.clone().filter(Skipped::fails_closed),
+        };
+        if let Some(alt) = self.alt.as_mut() {
+            let other = alt.feed(chunk);
+            fed.names.extend(other.names);
+            fed.pending.extend(other.pending);
         }
+        fed
     }
 
     /// Ends the body: returns the last names, and why the body was not
@@ -314,15 +416,16 @@ impl BodyScanner {
     pub fn finish(&mut self) -> (Vec<Named>, Option<Skipped>) {
         if !self.stopped && finish_all(&mut self.layers, &mut self.content, &mut self.sink).is_err()
         {
-            self.stop();
+            self.stop(Skipped::Expanded(self.sink.limit));
         }
         self.stopped = true;
         self.layers.clear();
         self.sink.end();
-        (
-            std::mem::take(&mut self.sink.found),
-            self.sink.skipped.clone(),
-        )
+        let mut found = std::mem::take(&mut self.sink.found);
+        if let Some(alt) = self.alt.as_mut() {
+            found.extend(alt.finish().0);
+        }
+        (found, self.sink.skipped.clone())
     }
 
     /// Decoded bytes scanned as text so far.
@@ -330,10 +433,12 @@ impl BodyScanner {
         self.sink.scanned
     }
 
-    /// The limit is reached: drop the decoders (and their memory).
-    fn stop(&mut self) {
+    /// A limit is reached: drop the decoders (and their memory).
+    fn stop(&mut self, why: Skipped) {
         self.stopped = true;
-        self.sink.note(Skipped::Limit(self.sink.limit));
+        if !self.sink.quiet {
+            self.sink.note(why);
+        }
         self.layers.clear();
         self.content = Content::top();
     }
@@ -358,6 +463,10 @@ fn run(layers: &mut [Layer], content: &mut Content, sink: &mut Sink, input: &[u8
 
 /// A layer broke: what it was fed from there on is the content now, raw.
 fn fall_back(content: &mut Content, sink: &mut Sink, broke: Broke, rest: &[u8]) -> Flow {
+    if sink.quiet {
+        // A second reading that does not decode is no reading at all.
+        return Err(Stop);
+    }
     sink.note(broke.why);
     content.finish(sink)?;
     // Nothing came out of the layer yet: its input is the whole stream,

@@ -2,15 +2,26 @@
 //! within the window budget their layer is given.
 //!
 //! Must not: let a stream allocate a window beyond that budget (a small
-//! body can announce a 128 MiB zstd window or a 16 MiB brotli one).
-
-use std::io;
+//! body can announce a 128 MiB zstd window or a 16 MiB brotli one), or
+//! hold memory its task's and the process's pools ([`Memory`]) do not
+//! grant: what each decoder really holds is counted after every step.
 
 use brotli_decompressor::{BrotliDecompressStream, BrotliResult, BrotliState, StandardAlloc};
-use zstd::stream::raw::{DParameter, InBuffer, Operation, OutBuffer};
+use zstd::zstd_safe::{self, DCtx, DParameter, InBuffer, OutBuffer};
 
 use super::coding::{bad, too_large, trailing, Coding, Fail, OUT_BUF};
+use super::memory::{Held, Memory};
 use super::{Flow, Skipped};
+
+/// The decoder grew beyond what the pools grant.
+fn no_memory(coding: Coding) -> Fail {
+    Fail::Bad {
+        why: Skipped::NoMemory {
+            coding: coding.name(),
+        },
+        at: None,
+    }
+}
 
 /// brotli (RFC 7932), without the large-window extension; a stream whose
 /// window (from its first byte) exceeds the layer's budget is raw. The
@@ -20,6 +31,7 @@ pub(super) struct Brotli {
     window_log: u32,
     started: bool,
     done: bool,
+    held: Held,
 }
 
 impl Brotli {
@@ -28,8 +40,9 @@ impl Brotli {
         self.done || !self.started
     }
 
-    pub(super) fn new(window_log: u32) -> Brotli {
+    pub(super) fn new(window_log: u32, memory: Option<Memory>) -> Brotli {
         Brotli {
+            held: Held::new(memory),
             state: BrotliState::new_strict(
                 StandardAlloc::default(),
                 StandardAlloc::default(),
@@ -39,6 +52,11 @@ impl Brotli {
             started: false,
             done: false,
         }
+    }
+
+    /// Draws its ring buffer from `memory` from now on.
+    pub(super) fn draw_from(&mut self, memory: Memory) {
+        self.held = Held::new(Some(memory));
     }
 
     pub(super) fn decode(
@@ -70,6 +88,10 @@ impl Brotli {
                 &mut total,
                 &mut self.state,
             );
+            // The ring buffer grows with the output, up to the window.
+            if !self.held.grow_to(self.state.ringbuffer_size.max(0) as u64) {
+                return Err(no_memory(Coding::Brotli));
+            }
             if out_off > 0 {
                 out(&buf[..out_off])?;
             }
@@ -113,12 +135,13 @@ fn brotli_window_log(first: u8) -> Option<u32> {
 /// the window is capped with `WindowLogMax`, so a frame that needs more is
 /// refused before its window is allocated.
 pub(super) struct Zstd {
-    dec: zstd::stream::raw::Decoder<'static>,
+    dec: DCtx<'static>,
     window_log: u32,
     /// The last step ended a frame (or nothing was fed yet).
     frame_done: bool,
     /// Frames decoded to their end.
     frames: u64,
+    held: Held,
 }
 
 /// zstd's name for `ZSTD_error_frameParameter_windowTooLarge`.
@@ -130,19 +153,26 @@ impl Zstd {
         self.frame_done
     }
 
-    pub(super) fn new(window_log: u32) -> Result<Zstd, Skipped> {
-        let unavailable = |e: io::Error| Skipped::Undecodable {
+    /// Draws its window from `memory` from now on.
+    pub(super) fn draw_from(&mut self, memory: Memory) {
+        self.held = Held::new(Some(memory));
+    }
+
+    pub(super) fn new(window_log: u32, memory: Option<Memory>) -> Result<Zstd, Skipped> {
+        let unavailable = |e: &str| Skipped::Undecodable {
             coding: "zstd",
             reason: format!("no decoder: {e}"),
         };
-        let mut dec = zstd::stream::raw::Decoder::new().map_err(unavailable)?;
-        dec.set_parameter(DParameter::WindowLogMax(window_log))
-            .map_err(unavailable)?;
+        let mut dec = DCtx::try_create().ok_or_else(|| unavailable("out of memory"))?;
+        dec.init()
+            .and_then(|_| dec.set_parameter(DParameter::WindowLogMax(window_log)))
+            .map_err(|c| unavailable(zstd_safe::get_error_name(c)))?;
         Ok(Zstd {
             dec,
             window_log,
             frame_done: true,
             frames: 0,
+            held: Held::new(memory),
         })
     }
 
@@ -156,16 +186,24 @@ impl Zstd {
         loop {
             let mut dst = OutBuffer::around(&mut buf[..]);
             let start = src.pos();
-            let hint = self.dec.run(&mut src, &mut dst).map_err(|e| {
-                if e.to_string() == ZSTD_WINDOW_TOO_LARGE {
-                    too_large(Coding::Zstd, self.window_log)
-                } else if self.frame_done && self.frames > 0 {
-                    // Frames decoded to their end: only what follows is raw.
-                    trailing(Coding::Zstd, start)
-                } else {
-                    bad(Coding::Zstd, e.to_string())
-                }
-            })?;
+            let hint = self
+                .dec
+                .decompress_stream(&mut dst, &mut src)
+                .map_err(|c| {
+                    let e = zstd_safe::get_error_name(c);
+                    if e == ZSTD_WINDOW_TOO_LARGE {
+                        too_large(Coding::Zstd, self.window_log)
+                    } else if self.frame_done && self.frames > 0 {
+                        // Frames decoded to their end: only what follows is raw.
+                        trailing(Coding::Zstd, start)
+                    } else {
+                        bad(Coding::Zstd, e)
+                    }
+                })?;
+            // The window is allocated when a frame's header is read.
+            if !self.held.grow_to(self.dec.sizeof() as u64) {
+                return Err(no_memory(Coding::Zstd));
+            }
             let made = dst.pos();
             if hint == 0 && src.pos() > start {
                 self.frames += 1;

@@ -158,33 +158,60 @@ fn nesting_is_bounded() {
 /// Bombs stay cut at the limit, whatever layer or archive holds them.
 #[test]
 fn bomb_stays_cut_at_limit() {
+    // Round 3, finding 10: the limit counts the body as sent. 8 MiB of
+    // spaces from a few KiB on the wire are scanned whole (the name after
+    // them is found); a body that decodes to more than DECODED_PER_WIRE
+    // times the limit is a bomb, and the relay cuts it.
+    let limit = 1u64 << 20;
     let mut plain = vec![b' '; 8 << 20];
     plain.extend_from_slice(b" https://late.example.com/");
+    let mut huge = vec![b' '; (limit * DECODED_PER_WIRE) as usize + 1024];
+    huge.extend_from_slice(b" https://late.example.com/");
     let bomb = gzip(&plain);
     assert!(bomb.len() < 200_000);
     let tar_bomb = gzip(&tar(&[("a", &plain)]));
-    let zeros = gzip(&vec![0u8; 8 << 20]);
     let double = gzip(&bomb);
     let zip_bomb = zip(&[("a", &plain, Method::Deflate)], b"");
     let zstd_bomb = zstd_enc(&plain);
-    let headers_only = gzip(&tar(&vec![("a", &b""[..]); 3_000]));
-    let cases: Vec<(&str, &[&str], &[u8])> = vec![
+    let found_cases: Vec<(&str, &[&str], &[u8])> = vec![
         ("content-encoding gzip", &["gzip"], &bomb),
         ("content-encoding zstd", &["zstd"], &zstd_bomb),
         ("zip entry", &[], &zip_bomb),
-        ("tar headers only", &[], &headers_only),
         ("gzip archive", &[], &bomb),
         ("gzip, gzip", &["gzip, gzip"], &double),
         ("tar in gzip", &[], &tar_bomb),
-        ("gzip of zeros", &[], &zeros),
     ];
-    for (what, enc, body) in cases {
-        let (found, skipped, scanned) = run_body(enc, None, body, 16 * 1024, 1 << 20);
-        assert!(found.is_empty(), "case {what}: {found:?}");
-        // Cut where a decoder's output (tar headers too) reached the limit.
-        assert_eq!(skipped, Some(Skipped::Limit(1 << 20)), "case {what}");
-        assert!(scanned <= 1 << 20, "case {what}");
+    for (what, enc, body) in found_cases {
+        let (found, skipped, _) = run_body(enc, None, body, 16 * 1024, limit);
+        assert!(
+            found.iter().any(|n| n == "late.example.com"),
+            "case {what}: {found:?}"
+        );
+        assert_eq!(skipped, None, "case {what}");
     }
+    let big = gzip(&huge);
+    let zeros = gzip(&vec![0u8; (limit * DECODED_PER_WIRE) as usize + 1]);
+    let headers_only = gzip(&tar(&vec![("a", &b""[..]); 40_000]));
+    let cut_cases: Vec<(&str, &[&str], &[u8])> = vec![
+        ("content-encoding gzip", &["gzip"], &big),
+        ("gzip archive", &[], &big),
+        ("gzip of zeros", &[], &zeros),
+        ("tar headers only", &[], &headers_only),
+    ];
+    for (what, enc, body) in cut_cases {
+        assert!((body.len() as u64) < limit, "case {what}: a bomb");
+        let (_, skipped, scanned) = run_body(enc, None, body, 16 * 1024, limit);
+        let want = Skipped::Expanded(limit * DECODED_PER_WIRE);
+        assert_eq!(skipped, Some(want.clone()), "case {what}");
+        assert!(want.fails_closed());
+        assert!(scanned <= limit * DECODED_PER_WIRE, "case {what}");
+    }
+    // Past the limit on the wire, the rest is relayed unscanned.
+    let mut plain_big = vec![b'a'; limit as usize + 10];
+    plain_big.extend_from_slice(b" https://late.example.com/");
+    let (found, skipped, _) = run_body(&[], None, &plain_big, 16 * 1024, limit);
+    assert!(found.is_empty(), "{found:?}");
+    assert_eq!(skipped, Some(Skipped::Limit(limit)));
 }
 
 #[test]

@@ -224,9 +224,13 @@ fn unknown_and_oversized_encodings() {
     let window = |coding| {
         Expect::Exactly(Skipped::WindowTooLarge {
             coding,
-            allowed: 8 << 20,
+            allowed: 16 << 20,
         })
     };
+    // brotli's large-window extension (first byte 0x11): no standard
+    // client reads it; refused (and the response cut by the relay).
+    let mut large_window = brotli_stored(PAGE);
+    large_window[0] = 0x11;
     let six = gzip(&gzip(&gzip(&gzip(&gzip(&gzip(PAGE))))));
     check_attacks(vec![
         (
@@ -254,9 +258,15 @@ fn unknown_and_oversized_encodings() {
             window("zstd"),
         ),
         (
-            "brotli-huge-window",
+            "brotli-largest-standard-window",
             &["br"],
             brotli_stored(PAGE),
+            Expect::Clean,
+        ),
+        (
+            "brotli-large-window-extension",
+            &["br"],
+            large_window,
             window("br"),
         ),
     ]);
@@ -290,15 +300,15 @@ fn brotli_window_log_of(stream: &[u8]) -> u32 {
 
 #[test]
 fn window_budget_is_shared_by_layers() {
-    // Two zstd layers get 4 MiB each: an 8 MiB inner frame is refused.
-    let body = zstd_enc(&zstd_raw_frame(PAGE, 23));
+    // Two zstd layers get 8 MiB each: a 16 MiB inner frame is refused.
+    let body = zstd_enc(&zstd_raw_frame(PAGE, 24));
     let (found, skipped, _) = run_body(&["zstd, zstd"], None, &body, 4096, 1 << 20);
     assert!(has_all(&found, &PAGE_HOSTS), "{found:?}");
     assert_eq!(
         skipped,
         Some(Skipped::WindowTooLarge {
             coding: "zstd",
-            allowed: 4 << 20
+            allowed: 8 << 20
         })
     );
 }
@@ -396,7 +406,7 @@ fn skipped_reasons_are_sentences() {
         let text = s.to_string();
         assert!(text.contains(says), "{text}");
         assert!(
-            text.contains("scanned") || text.contains("relayed"),
+            text.contains("scanned") || text.contains("relayed") || text.contains("cut"),
             "{text}"
         );
     }
@@ -423,4 +433,107 @@ fn identity_body_finds_what_scan_all_finds() {
             );
         }
     }
+}
+
+/// Round 3, finding 8: every reading a common client takes is scanned.
+/// curl reads a zlib stream labelled `gzip`; curl and urllib3 retry a
+/// `deflate` body as raw deflate when its zlib reading fails, and two bytes
+/// can be both a zlib header and the start of a raw stored block.
+#[test]
+fn every_reading_a_client_takes_is_scanned() {
+    // Raw deflate: a non-final stored block whose header bytes (78 9c) are
+    // also a valid zlib header, holding 156 harmless bytes, then PAGE.
+    let mut two_readings = vec![0x78, 0x9c, 0x00, 0x63, 0xff];
+    two_readings.extend_from_slice(&[b'.'; 156]);
+    two_readings.extend_from_slice(&raw_deflate(PAGE));
+    let mut d = flate2::Decompress::new(false);
+    let mut out = vec![0u8; 4096];
+    d.decompress(&two_readings, &mut out, flate2::FlushDecompress::Finish)
+        .unwrap();
+    assert!(out.ends_with(&[0; 8]) && out[156..].starts_with(PAGE));
+    assert!(
+        flate2::Decompress::new(true)
+            .decompress(&two_readings, &mut out, flate2::FlushDecompress::Finish)
+            .is_err(),
+        "its zlib reading fails"
+    );
+    check_attacks(vec![
+        ("zlib-labelled-gzip", &["gzip"], zlib(PAGE), Expect::Clean),
+        (
+            "zlib-labelled-x-gzip",
+            &["x-gzip"],
+            zlib(PAGE),
+            Expect::Clean,
+        ),
+        (
+            "raw-deflate-with-a-zlib-header",
+            &["deflate"],
+            two_readings.clone(),
+            Expect::Noted,
+        ),
+        (
+            "the same under gzip",
+            &["deflate, gzip"],
+            gzip(&two_readings),
+            Expect::Noted,
+        ),
+        ("zlib deflate", &["deflate"], zlib(PAGE), Expect::Clean),
+        (
+            "raw deflate",
+            &["deflate"],
+            raw_deflate(PAGE),
+            Expect::Clean,
+        ),
+    ]);
+    // The second reading adds nothing of its own: a zlib body's raw reading
+    // fails quietly, and its compressed bytes are not scanned as text.
+    let (found, skipped, _) = run_body(&["deflate"], None, &zlib(b"plain words"), 7, 1 << 20);
+    assert!(
+        found.is_empty() && skipped.is_none(),
+        "{found:?} {skipped:?}"
+    );
+}
+
+/// Round 3, finding 12: decoders hold their windows from the task's and
+/// the process's pools; a window the pools cannot grant cuts the response,
+/// and a dropped scanner gives its share back.
+#[test]
+fn decoder_windows_come_from_the_pools() {
+    use crate::taint::body::memory::{Memory, Pool};
+    let mut plain = PAGE.to_vec();
+    plain.extend(std::iter::repeat_n(b'x', 6 << 20));
+    let body = zstd_enc(&plain);
+    let half = &body[..body.len() / 2];
+    let pools = |task: u64, total: u64| Memory {
+        task: Pool::new(task),
+        total: Pool::new(total),
+    };
+    // One window, measured.
+    let m = pools(1 << 30, 1 << 30);
+    let mut one = BodyScanner::new(Some("zstd"), 1 << 30).with_memory(m.clone());
+    assert!(one.feed(half).cut.is_none());
+    let window = m.total.used();
+    assert!(window >= 1 << 20, "holds its window: {window}");
+    drop(one);
+    assert_eq!((m.task.used(), m.total.used()), (0, 0), "given back");
+    // Room for one and a half: the second response is cut, whichever pool
+    // (the task's or the process's) is short.
+    for (task, total) in [(window * 3 / 2, 1 << 30), (1 << 30, window * 3 / 2)] {
+        let m = pools(task, total);
+        let mut first = BodyScanner::new(Some("zstd"), 1 << 30).with_memory(m.clone());
+        assert!(first.feed(half).cut.is_none());
+        let mut second = BodyScanner::new(Some("zstd"), 1 << 30).with_memory(m.clone());
+        assert_eq!(
+            second.feed(half).cut,
+            Some(Skipped::NoMemory { coding: "zstd" })
+        );
+        drop((first, second));
+        assert_eq!((m.task.used(), m.total.used()), (0, 0));
+    }
+    let mut br_scanner =
+        BodyScanner::new(Some("br"), 1 << 30).with_memory(pools(256 << 10, 1 << 30));
+    assert_eq!(
+        br_scanner.feed(&br(&plain)).cut,
+        Some(Skipped::NoMemory { coding: "br" })
+    );
 }
