@@ -530,7 +530,8 @@ mod tests {
 
     #[test]
     fn only_tools_reach_a_tcp_admin_listener() {
-        let cases: [(&[(&str, &str)], bool, bool); 14] = [
+        type Case<'a> = (&'a [(&'a str, &'a str)], bool, bool);
+        let cases: [Case; 14] = [
             (&[], true, true),
             (&[("host", "localhost")], true, true),
             (&[("host", "LOCALHOST.:9901")], true, true),

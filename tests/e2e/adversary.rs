@@ -236,10 +236,10 @@ fn web_pages_cannot_use_the_tcp_admin_api() {
         .start();
     let admin = s.admin();
     let attempts = [
-        format!("POST /reload HTTP/1.1\r\nHost: evil.attacker.example\r\nContent-Type: text/plain\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+        "POST /reload HTTP/1.1\r\nHost: evil.attacker.example\r\nContent-Type: text/plain\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string(),
         format!("POST /reload HTTP/1.1\r\nHost: {admin}\r\nOrigin: http://evil.attacker.example\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
-        format!("POST /reload HTTP/1.1\r\nHost: localhost.attacker.example:80\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
-        format!("GET /tasks HTTP/1.1\r\nHost: evil.attacker.example\r\nConnection: close\r\n\r\n"),
+        "POST /reload HTTP/1.1\r\nHost: localhost.attacker.example:80\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string(),
+        "GET /tasks HTTP/1.1\r\nHost: evil.attacker.example\r\nConnection: close\r\n\r\n".to_string(),
         format!("GET /events HTTP/1.1\r\nHost: {admin}\r\nOrigin: null\r\nConnection: close\r\n\r\n"),
     ];
     for req in &attempts {
