@@ -39,6 +39,7 @@ pub mod cli;
 pub mod clientenv;
 pub mod config;
 pub mod conn;
+pub mod console;
 pub mod dns;
 pub mod exchange;
 pub mod exec;

@@ -369,10 +369,11 @@ impl Writer {
     fn write(&mut self, task: Arc<str>, file: &'static str, line: &str) {
         if self.settings.stdout && file == "access.jsonl" {
             // `[logs] stdout`: for `docker logs` / `kubectl logs`.
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(line.as_bytes());
-            let _ = out.write_all(b"\n");
-            let _ = out.flush();
+            // Never waits on a paused reader: see `console`.
+            let mut row = Vec::with_capacity(line.len() + 1);
+            row.extend_from_slice(line.as_bytes());
+            row.push(b'\n');
+            crate::console::send(crate::console::Stream::Stdout, row);
         }
         // Only the access log rotates: the taint log is bounded by
         // max_hosts and is read whole on start.

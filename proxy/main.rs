@@ -18,7 +18,8 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .log_internal_errors(false)
+        .with_writer(sluice::console::stderr_line);
     // SLUICE_LOG_FORMAT=json: one JSON object a line, for log collectors.
     if std::env::var("SLUICE_LOG_FORMAT").is_ok_and(|f| f == "json") {
         logs.json().init();
@@ -26,5 +27,7 @@ fn main() -> ExitCode {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
     }
-    execute(cli)
+    let code = execute(cli);
+    sluice::console::drain(std::time::Duration::from_secs(2));
+    code
 }

@@ -150,6 +150,11 @@ impl Metrics {
             m.log_write_errors.clone(),
         );
         registry.register(
+            "sluice_console_lines_dropped",
+            "sluice's own log lines and stdout rows dropped: the reader fell behind or went away",
+            crate::console::DROPPED.clone(),
+        );
+        registry.register(
             "sluice_upstream_connect_seconds",
             "Time to connect upstream (TCP, and TLS for intercepted HTTPS)",
             m.upstream_connect_seconds.clone(),

@@ -236,3 +236,49 @@ fn full_disk_keeps_policy_enforced_and_reports_it() {
         || s.metric("sluice_log_write_errors_total") > 0,
     );
 }
+
+/// Round 3, findings 14 and 15: whatever reads sluice's stderr pauses or
+/// goes away. Refusals still get their 403, `Sluice-Rule` and access row;
+/// other tasks and `/healthz` keep being served; lines that could not be
+/// written are counted in `sluice_console_lines_dropped`.
+#[test]
+fn a_stuck_or_gone_stderr_reader_blocks_nothing() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let up = Upstream::start();
+    let p = up.port();
+    for mode in [PAUSED, CLOSED] {
+        let (_dns, s) = pkgs_sluice(&up, "", "[admin]\nlisten = \"tcp:127.0.0.1:0\"");
+        let _ = s.admin(); // read its address while stderr is read
+        s.stderr_mode.store(mode, Relaxed);
+        // Lines until the reader has stopped at one (bounded).
+        let before = s.stderr.lock().unwrap().len();
+        for i in 0..50 {
+            assert_eq!(get(&s, &format!("http://nope-{i}.example.com:{p}/")), 403);
+        }
+        let stopped_at = s.stderr.lock().unwrap().len();
+        assert!(stopped_at <= before + 1, "the reader stopped reading");
+        // Far more refusals than the pipe and sluice's queue hold lines,
+        // on one kept-alive connection, each answered.
+        let refusals = 3000;
+        let mut c = std::net::TcpStream::connect(s.proxy_addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.set_nodelay(true).unwrap();
+        for i in 0..refusals {
+            let host = format!("nope-{i}.example.com:{p}");
+            let req = format!("GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            c.write_all(req.as_bytes()).unwrap();
+            let a = read_answer(&mut c).expect("an answer");
+            assert_refused(&a, 403, "not-allowed");
+        }
+        let rows = s.access_log("t", refusals + 50);
+        assert!(rows.len() >= refusals + 50, "every refusal has its row");
+        // Allowed traffic and the admin API still answer.
+        assert_eq!(get(&s, &format!("http://pkgs.example.com:{p}/ok")), 200);
+        let (code, body) = s.admin_call("GET", "/healthz");
+        assert_eq!((code, body.trim()), (200, "ok"));
+        assert!(
+            s.metric("sluice_console_lines_dropped") > 0,
+            "mode {mode}: dropped lines are counted"
+        );
+    }
+}

@@ -24,7 +24,17 @@ pub struct Sluice {
     pub listeners: Vec<String>,
     /// Every stderr line so far.
     pub stderr: Arc<Mutex<Vec<String>>>,
+    /// How the test reads sluice's stderr: [`READING`], [`PAUSED`] or
+    /// [`CLOSED`].
+    pub stderr_mode: Arc<std::sync::atomic::AtomicU8>,
 }
+
+/// sluice's stderr is read as it comes.
+pub const READING: u8 = 0;
+/// No more is read (after the next line): the pipe fills up.
+pub const PAUSED: u8 = 1;
+/// The read end is closed (after the next line): writes fail with EPIPE.
+pub const CLOSED: u8 = 2;
 
 /// The sluice binary cargo built for these tests.
 pub fn bin() -> &'static str {
@@ -35,13 +45,14 @@ impl Sluice {
     /// Starts `sluice run` on the config at `path`, with `dir` as its
     /// folder. Most tests start sluice with [`super::SluiceBuilder`].
     pub fn start_in(dir: tempfile::TempDir, path: PathBuf) -> Sluice {
-        let (child, listeners, stderr) = spawn(&path);
+        let (child, listeners, stderr, stderr_mode) = spawn(&path);
         Sluice {
             child,
             dir,
             config: path,
             listeners,
             stderr,
+            stderr_mode,
         }
     }
 
@@ -127,10 +138,13 @@ impl Sluice {
     pub fn kill_and_restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let (child, listeners, stderr) = spawn(&self.config);
+        self.stderr_mode
+            .store(CLOSED, std::sync::atomic::Ordering::Relaxed);
+        let (child, listeners, stderr, mode) = spawn(&self.config);
         self.child = child;
         self.listeners = listeners;
         self.stderr = stderr;
+        self.stderr_mode = mode;
     }
 
     /// `http://127.0.0.1:PORT` of the n-th TCP listener.
@@ -227,6 +241,8 @@ impl Sluice {
 
 impl Drop for Sluice {
     fn drop(&mut self) {
+        self.stderr_mode
+            .store(CLOSED, std::sync::atomic::Ordering::Relaxed);
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -240,7 +256,14 @@ fn is_reload_by(line: &str, trigger: &str) -> bool {
 
 /// Starts `sluice run --config path`; waits (bounded) until every
 /// listener is bound and returns their addresses.
-fn spawn(path: &Path) -> (Child, Vec<String>, Arc<Mutex<Vec<String>>>) {
+type Spawned = (
+    Child,
+    Vec<String>,
+    Arc<Mutex<Vec<String>>>,
+    Arc<std::sync::atomic::AtomicU8>,
+);
+
+fn spawn(path: &Path) -> Spawned {
     let expected = count_listeners(&std::fs::read_to_string(path).unwrap());
     let mut child = Command::new(bin())
         .args(["run", "--config"])
@@ -255,8 +278,18 @@ fn spawn(path: &Path) -> (Child, Vec<String>, Arc<Mutex<Vec<String>>>) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let (tx, rx) = std::sync::mpsc::channel();
     let l2 = lines.clone();
+    let mode = Arc::new(std::sync::atomic::AtomicU8::new(READING));
+    let m2 = mode.clone();
     thread::spawn(move || {
+        use std::sync::atomic::Ordering::Relaxed;
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            // Paused: read nothing until the test reads again or ends.
+            while m2.load(Relaxed) == PAUSED {
+                thread::sleep(Duration::from_millis(20));
+            }
+            if m2.load(Relaxed) == CLOSED {
+                return;
+            }
             if let Some(i) = line.find("listen=") {
                 let addr = line[i + 7..]
                     .split_whitespace()
@@ -286,7 +319,7 @@ fn spawn(path: &Path) -> (Child, Vec<String>, Arc<Mutex<Vec<String>>>) {
             }
         }
     }
-    (child, listeners, lines)
+    (child, listeners, lines, mode)
 }
 
 fn count_listeners(config: &str) -> usize {
