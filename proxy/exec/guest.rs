@@ -1,15 +1,20 @@
-//! guest: the inside of `sluice exec`. [`spawn`] (run outside) starts
-//! `unshare` with `sluice exec-guest`; [`main`] (run inside the new
-//! namespaces) brings `lo` up, proves that loopback is the only interface
-//! and that the network namespace is new, starts the relay to sluice's
-//! unix socket (and with `--transparent`, the DNS responder, the nft
-//! redirect and the redirected relay), then runs the command.
+//! guest: the inside of `sluice exec`. [`spawn`] (run by sluice) starts
+//! `sluice exec-guest`, whose first stage makes new user, mount, network
+//! and PID namespaces ([`ns::enter`]) and starts the second stage in them,
+//! as the first process of the new PID namespace. The second stage proves
+//! that every one of those namespaces differs from sluice's own, mounts a
+//! private `/proc`, brings `lo` up and checks it is the only interface,
+//! covers the state folder, starts the relay to sluice's unix socket (and
+//! with `--transparent`, the DNS responder, the nft redirect and the
+//! redirected relay), then runs the command through `sluice exec-launch`.
+//! Each stage passes SIGTERM and SIGHUP on and exits as its child did.
 //!
-//! Must not: run the command before its isolation is proven, or decide
-//! anything about traffic (sluice, outside, does).
+//! Must not: run the command before its isolation is proven, touch a mount
+//! before the mount namespace is proven new, or decide anything about
+//! traffic (sluice, outside, does).
 
+use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, ExitStatus};
 use std::sync::{Arc, Mutex};
@@ -17,7 +22,9 @@ use std::sync::{Arc, Mutex};
 use crate::clientenv::Env;
 use crate::config::{Intercept, ListenAddr, TaskConfig};
 use crate::policy::Host;
+use rustix::process::Signal;
 
+use super::ns::{self, Namespaces};
 use super::transparent::{self, Names};
 use super::{Options, MARKER, RELAY_PORT, TRANSPARENT_PORT};
 
@@ -37,43 +44,21 @@ pub fn client_env(task: &TaskConfig, state: &Path) -> Result<Env, String> {
     })
 }
 
-/// The network namespace a process is in, by its inode.
-fn netns() -> Result<u64, String> {
-    std::fs::metadata("/proc/self/ns/net")
-        .map(|m| m.ino())
-        .map_err(|e| format!("cannot read /proc/self/ns/net: {e}"))
-}
+/// This binary, as the kernel knows it (never looked up on PATH).
+const SELF_EXE: &str = "/proc/self/exe";
 
-/// Starts the guest in new namespaces and waits for it; SIGTERM to sluice
-/// is passed on to it.
+/// Starts the guest, which makes the namespaces, and waits for it;
+/// SIGTERM and SIGHUP to sluice are passed on to it.
 pub async fn spawn(o: &Options, task: &TaskConfig, state: &Path) -> Result<ExitStatus, String> {
     let socket = state.join("exec.sock");
     let env = client_env(task, state)?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find sluice itself: {e}"))?;
-    let mut cmd = tokio::process::Command::new("unshare");
-    // A user namespace even for root: root outside would otherwise keep
-    // every capability, enough to join the host's network namespace. A
-    // PID namespace hides every other process (and ends the command's
-    // leftovers with it).
-    cmd.args([
-        "--user",
-        "--map-root-user",
-        "--net",
-        "--mount",
-        "--pid",
-        "--fork",
-        "--kill-child",
-        "--mount-proc",
-        "--",
-    ])
-    .arg(exe)
-    .arg("exec-guest")
-    .arg("--to")
-    .arg(&socket)
-    .arg("--state")
-    .arg(state)
-    .arg("--netns")
-    .arg(netns()?.to_string());
+    let mut cmd = tokio::process::Command::new(SELF_EXE);
+    cmd.arg("exec-guest")
+        .arg("--to")
+        .arg(&socket)
+        .arg("--state")
+        .arg(state)
+        .args(Namespaces::of_self()?.args());
     if o.transparent {
         cmd.arg("--transparent");
         if o.learn {
@@ -91,21 +76,13 @@ pub async fn spawn(o: &Options, task: &TaskConfig, state: &Path) -> Result<ExitS
             None => cmd.env_remove(k),
         };
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        format!("cannot start unshare (util-linux) to make the namespaces: {e}; the command was not run")
-    })?;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
-    loop {
-        tokio::select! {
-            s = child.wait() => return s.map_err(|e| e.to_string()),
-            _ = term.recv() => {
-                if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
-                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-                }
-            }
-        }
-    }
+    let mut relay = ns::Relay::install()?;
+    // Spawned from the thread that runs sluice exec to its end: the guest
+    // dies with that thread (its parent-death signal).
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start sluice exec-guest: {e}; the command was not run"))?;
+    relay.wait(&mut child).await.map_err(|e| e.to_string())
 }
 
 /// The host names a task's allow-list names (for the transparent DNS).
@@ -136,9 +113,13 @@ pub struct GuestArgs {
     /// The state folder (covered before the command starts).
     #[arg(long)]
     pub state: PathBuf,
-    /// The network namespace sluice runs in (the guest's must differ).
+    /// sluice's own namespaces (the guest's must all differ).
+    #[command(flatten)]
+    pub sluice: Namespaces,
+    /// Set by the first stage when it starts the second, in the new
+    /// namespaces.
     #[arg(long)]
-    pub netns: u64,
+    pub inside: bool,
     #[arg(long)]
     pub transparent: bool,
     /// `--learn`: the transparent DNS answers any name.
@@ -151,16 +132,29 @@ pub struct GuestArgs {
     pub command: Vec<String>,
 }
 
-/// Inside the namespaces: isolate, relay, run the command.
+/// `sluice exec-guest`: the first stage, or with `--inside` the second.
 pub fn main(a: GuestArgs) -> ExitCode {
-    // Not dumpable: the command (same user, nested namespace) can then
-    // neither ptrace this process nor open its files through /proc.
-    let state =
-        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
-            .map_err(|e| format!("cannot make the guest undumpable: {e}"))
-            .and_then(|()| isolate(&a))
-            .and_then(|()| read_only_kernel())
-            .and_then(|()| hide_state(&a.state));
+    if !a.inside {
+        return first_stage();
+    }
+    // Dies with the first stage (as `unshare --kill-child` did), and with
+    // it every process of the namespace. Not dumpable: the command (same
+    // user, nested namespace) can then neither ptrace this process nor
+    // open its files through /proc.
+    let state = rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+        .map_err(|e| format!("cannot tie the guest to sluice: {e}"))
+        .and_then(|()| {
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+                .map_err(|e| format!("cannot make the guest undumpable: {e}"))
+        })
+        .and_then(|()| {
+            let pid = rustix::process::getpid().as_raw_nonzero().get();
+            ns::prove(&Namespaces::of_self()?, &a.sluice, pid)
+        })
+        .and_then(|()| ns::private_mounts_and_proc())
+        .and_then(|()| isolate(&a))
+        .and_then(|()| read_only_kernel())
+        .and_then(|()| hide_state(&a.state));
     let state = match state {
         Ok(fd) => fd,
         Err(e) => {
@@ -187,6 +181,58 @@ pub fn main(a: GuestArgs) -> ExitCode {
     }
 }
 
+/// The first stage, started by sluice: moves into new user, mount,
+/// network and PID namespaces (while it is still one thread), then starts
+/// the second stage, the first process of the new PID namespace, and
+/// waits for it, passing signals on.
+fn first_stage() -> ExitCode {
+    use nix::sched::CloneFlags;
+    let fail = |e: String| {
+        eprintln!("sluice exec: {e}; the command was not run");
+        ExitCode::from(1)
+    };
+    let sluice = rustix::process::getppid();
+    // Dies with sluice: a `kill -9` of sluice ends the sandbox too. Set
+    // after unshare, which clears it when it grants capabilities.
+    let made =
+        ns::enter(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWPID)
+            .and_then(|()| {
+                rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+                    .map_err(|e| format!("cannot tie the guest to sluice: {e}"))
+            });
+    if let Err(e) = made {
+        return fail(e);
+    }
+    if rustix::process::getppid() != sluice {
+        return fail("sluice is gone".into());
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(e.to_string()),
+    };
+    // The second stage gets this stage's arguments, and `--inside`.
+    let args: Vec<OsString> = std::env::args_os()
+        .skip_while(|a| a != "exec-guest")
+        .skip(1)
+        .collect();
+    let status = rt.block_on(async {
+        let mut relay = ns::Relay::install()?;
+        let mut child = tokio::process::Command::new(SELF_EXE)
+            .args(["exec-guest", "--inside"])
+            .args(args)
+            .spawn()
+            .map_err(|e| format!("cannot start the guest: {e}"))?;
+        relay.wait(&mut child).await.map_err(|e| e.to_string())
+    });
+    match status {
+        Ok(status) => super::exit_code(status),
+        Err(e) => fail(e),
+    }
+}
+
 /// Runs a setup command; its failure is the sandbox's.
 fn setup(program: &str, args: &[&str]) -> Result<String, String> {
     let out = std::process::Command::new(program)
@@ -203,16 +249,25 @@ fn setup(program: &str, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Brings `lo` up and proves the namespace is new and has nothing else;
-/// with `--transparent`, routes everything to `lo`, redirects all TCP to
-/// the relay, and points the resolver at the responder here.
+/// The interfaces `/proc/net/dev` lists (the reading process's network
+/// namespace).
+fn interfaces(dev: &str) -> Vec<&str> {
+    // Two header lines, then `  NAME: counters…` per interface.
+    dev.lines()
+        .skip(2)
+        .filter_map(|l| Some(l.split_once(':')?.0.trim()))
+        .collect()
+}
+
+/// Brings `lo` up and proves the (new) network namespace has nothing else,
+/// reading the kernel's list, not a tool's; with `--transparent`, routes
+/// everything to `lo`, redirects all TCP to the relay, and points the
+/// resolver at the responder here.
 fn isolate(a: &GuestArgs) -> Result<(), String> {
-    if netns()? == a.netns {
-        return Err("not in a new network namespace".into());
-    }
     setup("ip", &["link", "set", "lo", "up"])?;
-    let links = setup("ip", &["-o", "link", "show"])?;
-    if let Some(other) = links.lines().find(|l| !l.contains(": lo:")) {
+    let dev = std::fs::read_to_string("/proc/self/net/dev")
+        .map_err(|e| format!("cannot read /proc/self/net/dev: {e}"))?;
+    if let Some(other) = interfaces(&dev).into_iter().find(|i| *i != "lo") {
         return Err(format!(
             "the namespace has an interface besides lo: {other}"
         ));
@@ -237,10 +292,8 @@ fn isolate(a: &GuestArgs) -> Result<(), String> {
             "nameserver 127.0.0.1\noptions attempts:1 timeout:2\n",
         )
         .map_err(|e| e.to_string())?;
-        setup(
-            "mount",
-            &["--bind", &resolv.to_string_lossy(), "/etc/resolv.conf"],
-        )?;
+        rustix::mount::mount_bind(&resolv, "/etc/resolv.conf")
+            .map_err(|e| format!("cannot cover /etc/resolv.conf: {e}"))?;
     }
     Ok(())
 }
@@ -348,32 +401,27 @@ async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, (u8,
     .map_err(|e| fail(format!("cannot leave the marker: {e}")))?;
     drop(state);
     let _keep = socket;
-    let exe = std::env::current_exe().map_err(|e| fail(e.to_string()))?;
-    // A nested user and mount namespace: the mounts above are locked in
-    // it, and the command holds no capability over the network namespace.
-    let mut child = tokio::process::Command::new("unshare")
-        .args(["--user", "--map-root-user", "--mount", "--"])
-        .arg(exe)
+    // `exec-launch` makes a nested user and mount namespace (the mounts
+    // above are then locked in it), drops every capability, filters and
+    // becomes the command.
+    let mut relay = ns::Relay::install().map_err(|e| (1, e))?;
+    let mut child = tokio::process::Command::new(SELF_EXE)
         .arg("exec-launch")
         .arg("--")
         .args(&a.command)
         .spawn()
-        .map_err(|e| {
-            (
-                1,
-                format!("cannot run unshare: {e}; the command was not run"),
-            )
-        })?;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| (1, e.to_string()))?;
-    loop {
-        tokio::select! {
-            s = child.wait() => return s.map_err(|e| (1, e.to_string())),
-            _ = term.recv() => {
-                if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
-                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-                }
-            }
-        }
+        .map_err(|e| fail(format!("cannot start sluice exec-launch: {e}")))?;
+    relay.wait(&mut child).await.map_err(|e| (1, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn interfaces_are_read_from_proc_net_dev() {
+        let dev = "Inter-|   Receive                            |  Transmit\n \
+                   face |bytes    packets errs drop fifo frame compressed multicast|bytes\n    \
+                   lo:       0       0    0    0    0     0          0         0        0\n  \
+                   eth0: 1234      10    0    0    0     0          0         0      567\n";
+        assert_eq!(super::interfaces(dev), ["lo", "eth0"]);
     }
 }

@@ -1,24 +1,31 @@
 //! launch: `sluice exec-launch -- CMD`, the last step before the command,
-//! run by the guest in a nested user and mount namespace (so that the
-//! guest's mounts are locked and the command holds no capability over the
-//! network namespace). It installs a seccomp filter and execs CMD.
+//! run by the guest. It makes a nested user and mount namespace (so that
+//! the guest's mounts are locked and the command holds no capability over
+//! the network namespace), drops every capability and proves from
+//! `/proc/self/status` that none is left, installs a seccomp filter and
+//! execs CMD.
 //!
-//! The filter leaves the command only IPv4, IPv6 and netlink sockets (all
-//! confined by the network namespace) and no io_uring (which can make a
-//! socket without socket(2)). A unix socket reached by its path, or vsock,
-//! would otherwise be a way out that a network namespace does not close: a
-//! container engine's or a desktop session's socket, a resolver's varlink,
-//! the host side of a microVM. `socketpair(2)` stays allowed: its sockets
-//! have no address.
+//! The filter is an allow-list of sockets: `socket(2)` makes only IPv4 and
+//! IPv6 stream and datagram sockets and netlink sockets (all confined by
+//! the network namespace); `socketpair(2)` only unix stream and seqpacket
+//! pairs (no address, and no way to `sendto` or `connect` one to a path).
+//! A unix socket reached by its path, a unix datagram socket (whose
+//! `sendto` reaches `/dev/log`, journald or `/run/systemd/notify` by path,
+//! `SOCK_RAW` included: the kernel makes it a datagram socket), or vsock
+//! would otherwise be a way out that a network namespace does not close.
+//! The type is compared under its mask (`0xf`), so `SOCK_CLOEXEC` and
+//! `SOCK_NONBLOCK` do not matter. No io_uring (which can make a socket
+//! without socket(2)).
 //!
 //! The filter also refuses `TIOCSTI` and `TIOCLINUX` (which would type
-//! into the terminal sluice exec was started from, outliving the run),
-//! datagram `socketpair`s (whose sockets can `sendto` any unix socket by
-//! path, `/dev/log` say), and on x86-64 the same calls by their x32
-//! numbers. Descriptors the command would inherit from whoever started
-//! sluice (a socket to anywhere) are closed first.
+//! into the terminal sluice exec was started from, outliving the run), and
+//! on x86-64 the same calls by their x32 numbers. A call of another
+//! architecture (i386's `int 0x80` on x86-64) kills the process: seccompiler
+//! checks the architecture first. Descriptors the command would inherit
+//! from whoever started sluice (a socket to anywhere) are closed first.
 //!
-//! Must not: run CMD when the filter could not be installed.
+//! Must not: run CMD when the namespaces could not be made, a capability
+//! is left or the filter could not be installed.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
@@ -28,8 +35,20 @@ use seccompiler::{
     SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
 };
 
-/// Socket families the command may create.
-pub const ALLOWED_FAMILIES: [i32; 3] = [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
+/// The sockets the command may create: (family, types under `0xf`).
+pub const ALLOWED_SOCKETS: [(i32, &[i32]); 3] = [
+    (libc::AF_INET, &[libc::SOCK_STREAM, libc::SOCK_DGRAM]),
+    (libc::AF_INET6, &[libc::SOCK_STREAM, libc::SOCK_DGRAM]),
+    (libc::AF_NETLINK, &[libc::SOCK_DGRAM, libc::SOCK_RAW]),
+];
+
+/// The socket pairs the command may create: (family, types under `0xf`).
+pub const ALLOWED_PAIRS: [(i32, &[i32]); 1] =
+    [(libc::AF_UNIX, &[libc::SOCK_STREAM, libc::SOCK_SEQPACKET])];
+
+/// The bits of a socket type that name it (`SOCK_TYPE_MASK`); the rest
+/// are flags.
+const TYPE_MASK: u64 = 0xf;
 
 /// Terminal ioctls the command may not make.
 // The ioctl numbers are `c_ulong` here and `c_int` on other targets.
@@ -39,26 +58,46 @@ const REFUSED_IOCTLS: [u64; 2] = [libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
 /// The x32 syscall numbers' bit (x86-64 kernels that have the x32 ABI).
 const X32: i64 = 0x4000_0000;
 
+/// The errno every refused call gets (one nothing else would give for
+/// most of them, so a refusal is easy to tell).
+const REFUSED: i32 = libc::EAFNOSUPPORT;
+
+fn arg(i: u8, op: SeccompCmpOp, v: u64) -> Result<SeccompCondition, seccompiler::BackendError> {
+    SeccompCondition::new(i, SeccompCmpArgLen::Dword, op, v)
+}
+
+/// Rules matching every (family, type) that `allowed` does not list:
+/// another family, or a listed family with another type under the mask.
+/// seccompiler has no "masked not equal", so the refused types are
+/// enumerated (the mask leaves 16).
+fn refuse_all_but(
+    allowed: &[(i32, &[i32])],
+) -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    let other_family = allowed
+        .iter()
+        .map(|(f, _)| arg(0, SeccompCmpOp::Ne, *f as u64))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rules = vec![SeccompRule::new(other_family)?];
+    for (family, types) in allowed {
+        for t in (0..=TYPE_MASK).filter(|t| !types.iter().any(|a| *a as u64 == *t)) {
+            rules.push(SeccompRule::new(vec![
+                arg(0, SeccompCmpOp::Eq, *family as u64)?,
+                arg(1, SeccompCmpOp::MaskedEq(TYPE_MASK), t)?,
+            ])?);
+        }
+    }
+    Ok(rules)
+}
+
 /// The filter's rules: the syscalls it refuses, and when.
 fn rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::BackendError> {
-    let arg =
-        |i: u8, op: SeccompCmpOp, v: u64| SeccompCondition::new(i, SeccompCmpArgLen::Dword, op, v);
-    let other_family: Vec<SeccompCondition> = ALLOWED_FAMILIES
-        .iter()
-        .map(|f| arg(0, SeccompCmpOp::Ne, *f as u64))
-        .collect::<Result<_, _>>()?;
     let ioctls = REFUSED_IOCTLS
         .iter()
         .map(|r| SeccompRule::new(vec![arg(1, SeccompCmpOp::Eq, *r)?]))
         .collect::<Result<Vec<_>, seccompiler::BackendError>>()?;
-    let dgram_pair = SeccompRule::new(vec![arg(
-        1,
-        SeccompCmpOp::MaskedEq(0xf),
-        libc::SOCK_DGRAM as u64,
-    )?])?;
     let mut rules = BTreeMap::new();
-    rules.insert(libc::SYS_socket, vec![SeccompRule::new(other_family)?]);
-    rules.insert(libc::SYS_socketpair, vec![dgram_pair]);
+    rules.insert(libc::SYS_socket, refuse_all_but(&ALLOWED_SOCKETS)?);
+    rules.insert(libc::SYS_socketpair, refuse_all_but(&ALLOWED_PAIRS)?);
     rules.insert(libc::SYS_ioctl, ioctls);
     rules.insert(libc::SYS_io_uring_setup, vec![]);
     if cfg!(target_arch = "x86_64") {
@@ -73,6 +112,69 @@ fn rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::BackendError>
         }
     }
     Ok(rules)
+}
+
+/// A user namespace nested in the guest's, with a mount namespace of its
+/// own, as root inside; proven by its namespaces having changed.
+fn nest() -> Result<(), String> {
+    use super::ns::{self, Namespaces};
+    let before = Namespaces::of_self()?;
+    ns::enter(nix::sched::CloneFlags::CLONE_NEWNS)?;
+    let after = Namespaces::of_self()?;
+    if after.user == before.user || after.mnt == before.mnt {
+        return Err("not isolated: the nested user or mount namespace was not made".into());
+    }
+    Ok(())
+}
+
+/// Drops every capability: the bounding set (so that exec gives root none
+/// back), then the effective, permitted, inheritable and ambient sets.
+fn drop_capabilities() -> Result<(), String> {
+    use rustix::io::Errno;
+    use rustix::thread::{self, CapabilitySet, CapabilitySets};
+    for cap in 0..64 {
+        match thread::remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(1 << cap))
+        {
+            Ok(()) => {}
+            // Past the kernel's last capability.
+            Err(Errno::INVAL) => break,
+            Err(e) => return Err(format!("cannot drop capability {cap}: {e}")),
+        }
+    }
+    thread::clear_ambient_capability_set()
+        .map_err(|e| format!("cannot clear the ambient capabilities: {e}"))?;
+    let none = CapabilitySet::empty();
+    thread::set_capabilities(
+        None,
+        CapabilitySets {
+            effective: none,
+            permitted: none,
+            inheritable: none,
+        },
+    )
+    .map_err(|e| format!("cannot drop the capabilities: {e}"))
+}
+
+/// The capability sets `/proc/self/status` shows; every one must be
+/// present and empty.
+fn capabilities_gone(status: &str) -> Result<(), String> {
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        let value = status
+            .lines()
+            .find_map(|l| l.strip_prefix(set)?.strip_prefix(':'))
+            .map(str::trim);
+        match value.map(|v| u64::from_str_radix(v, 16)) {
+            Some(Ok(0)) => {}
+            Some(Ok(_)) => {
+                return Err(format!(
+                    "a capability is left ({set}: {})",
+                    value.unwrap_or("")
+                ))
+            }
+            _ => return Err(format!("cannot read {set} from /proc/self/status")),
+        }
+    }
+    Ok(())
 }
 
 /// Closes every descriptor above stderr: the command inherits nothing
@@ -97,21 +199,34 @@ pub fn install() -> Result<(), String> {
     let arch = std::env::consts::ARCH
         .try_into()
         .map_err(|e| format!("{e:?}"))?;
-    let filter = SeccompFilter::new(
-        rules().map_err(|e| e.to_string())?,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EAFNOSUPPORT as u32),
-        arch,
-    )
-    .map_err(|e| e.to_string())?;
-    let program: seccompiler::BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let program = program(arch).map_err(|e| e.to_string())?;
     seccompiler::apply_filter(&program).map_err(|e| e.to_string())
 }
 
-/// Filters, then becomes CMD.
+/// The filter, compiled for `arch`.
+fn program(
+    arch: seccompiler::TargetArch,
+) -> Result<seccompiler::BpfProgram, seccompiler::BackendError> {
+    SeccompFilter::new(
+        rules()?,
+        SeccompAction::Allow,
+        SeccompAction::Errno(REFUSED as u32),
+        arch,
+    )?
+    .try_into()
+}
+
+/// Nests, drops the capabilities, filters, then becomes CMD.
 pub fn main(command: Vec<String>) -> ExitCode {
+    let confined = nest().and_then(|()| drop_capabilities()).and_then(|()| {
+        let status = std::fs::read_to_string("/proc/self/status")
+            .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+        capabilities_gone(&status)
+    });
+    if let Err(e) = confined {
+        eprintln!("sluice exec: {e}; the command was not run");
+        return ExitCode::from(1);
+    }
     close_inherited();
     if let Err(e) = install() {
         eprintln!("sluice exec: cannot install the socket filter: {e}; the command was not run");
@@ -123,3 +238,7 @@ pub fn main(command: Vec<String>) -> ExitCode {
     eprintln!("sluice exec: cannot run {}: {err}", command[0]);
     ExitCode::from(127)
 }
+
+#[cfg(test)]
+#[path = "launch_tests.rs"]
+mod tests;

@@ -3,9 +3,10 @@
 //!
 //! This half runs outside: it builds a one-task snapshot (from `--allow`
 //! or a task of `--config`), serves it on a unix socket in the state
-//! folder, and starts `unshare` → `sluice exec-guest` ([`guest`]) in new
-//! user (unless root), network and mount namespaces. When the command
-//! exits it stops sluice and prints the report to stderr.
+//! folder, and starts `sluice exec-guest` ([`guest`]), which makes new
+//! user, mount, network and PID namespaces ([`ns`]) for the command. When
+//! the command exits it stops sluice and prints the report to stderr,
+//! naming the state folder where sluice's handle says it is then.
 //!
 //! Must not: run the command itself, decide anything (the server it starts
 //! does, through `policy`), or run the command when the sandbox could not
@@ -14,6 +15,7 @@
 
 pub mod guest;
 pub mod launch;
+pub mod ns;
 pub mod transparent;
 
 use std::os::fd::AsRawFd;
@@ -85,13 +87,20 @@ fn run_in(o: &Options, state: &Path, started: &str) -> Result<ExitCode, String> 
     )
     .map_err(|e| format!("cannot open the state folder {}: {e}", state.display()))?;
     let by_handle = PathBuf::from(format!("/proc/self/fd/{}", held.as_raw_fd()));
+    let opened = std::fs::read_link(&by_handle).ok();
     let _ = std::fs::remove_file(by_handle.join(MARKER));
     let snapshot = snapshot(o, &by_handle)?;
     let task = snapshot.tasks[0].clone();
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
     let code = rt.block_on(serve_and_run(o, snapshot, state, &by_handle))?;
     drop(rt);
-    print_report(o, state, &by_handle, &task.id, started);
+    // The command and every process of its namespaces are gone now: where
+    // the handle points can no longer change under sluice.
+    let (now, moved) = state_now(state, opened.as_deref(), &by_handle);
+    if let Some(line) = moved {
+        eprintln!("sluice exec: {line}");
+    }
+    print_report(o, now.as_deref(), &by_handle, &task.id, started);
     drop(held);
     Ok(code)
 }
@@ -253,19 +262,75 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     }
 }
 
+/// Where the state folder is now, read from sluice's handle: the command
+/// may have renamed it (or a parent) and put another folder at the path it
+/// was given. `opened` is where the handle pointed before the command ran.
+/// Returns the path to name (none if the folder is gone) and, when it is
+/// not the given one, a line saying what happened.
+fn state_now(
+    given: &Path,
+    opened: Option<&Path>,
+    by_handle: &Path,
+) -> (Option<PathBuf>, Option<String>) {
+    use std::os::unix::fs::MetadataExt;
+    let gone = std::fs::metadata(by_handle).is_ok_and(|m| m.nlink() == 0);
+    match std::fs::read_link(by_handle) {
+        Ok(_) if gone => (
+            None,
+            Some(format!(
+                "the state folder {} was deleted during the run; the report below is read \
+                 from sluice's handle on it",
+                shown(given)
+            )),
+        ),
+        Ok(now) if Some(now.as_path()) == opened => (Some(given.to_path_buf()), None),
+        Ok(now) => {
+            let line = format!(
+                "the state folder was moved during the run: it was {}, it is now {} \
+                 (whatever is at the old path now is not this run's)",
+                shown(given),
+                shown(&now)
+            );
+            (Some(now), Some(line))
+        }
+        Err(e) => (
+            None,
+            Some(format!("cannot tell where the state folder is now: {e}")),
+        ),
+    }
+}
+
+/// A path as printed to the terminal: control characters escaped (a
+/// folder the command renamed may carry a newline or an escape sequence).
+fn shown(path: &Path) -> String {
+    path.to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// The report of the run (what `sluice report --since START` prints for
 /// its state: a reused state folder holds earlier runs too), where each
 /// taint came from, and with `--learn` the allow line.
-fn print_report(o: &Options, state: &Path, by_handle: &Path, task: &str, started: &str) {
+fn print_report(o: &Options, state: Option<&Path>, by_handle: &Path, task: &str, started: &str) {
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         // Whatever the command left the terminal in (hidden text, say).
         eprint!("\x1b[0m");
     }
-    eprintln!(
-        "sluice exec: what the command tried to reach (state kept in {}; see it again with: sluice report --state {})",
-        state.display(),
-        state.display()
-    );
+    match state {
+        Some(state) => eprintln!(
+            "sluice exec: what the command tried to reach (state kept in {}; see it again with: sluice report --state {})",
+            shown(state),
+            shown(state)
+        ),
+        None => eprintln!("sluice exec: what the command tried to reach"),
+    }
     let rows = match crate::report::build_since(by_handle, Some(task), Some(started)) {
         Ok(r) => r,
         Err(e) => {
