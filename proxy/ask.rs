@@ -67,8 +67,8 @@ pub struct Question {
     pub question: String,
     pub host: String,
     pub port: u16,
-    /// The addresses the name resolved to (all public, or in the task's
-    /// `allow_private`).
+    /// Always empty now: nothing is resolved before a person allows the
+    /// name (a lookup is a way out); kept for readers of older files.
     #[serde(default)]
     pub addrs: Vec<String>,
     pub method: String,

@@ -375,9 +375,9 @@ impl Writer {
             row.push(b'\n');
             crate::console::send(crate::console::Stream::Stdout, row);
         }
-        // Only the access log rotates: the taint log is bounded by
-        // max_hosts and is read whole on start.
-        if file == "access.jsonl" {
+        // The access log and the questions rotate: the taint log is
+        // bounded by max_hosts and is read whole on start; grants are few.
+        if file == "access.jsonl" || file == "asked.jsonl" {
             let over = self
                 .files
                 .get(&(task.clone(), file))

@@ -53,7 +53,7 @@ fn call_with(
         format!("Sluice-By: {by}\r\n")
     };
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n{by}Content-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{by}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let mut answer = Vec::new();

