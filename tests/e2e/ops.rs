@@ -519,7 +519,7 @@ fn healthcheck(s: &Sluice) -> std::process::Output {
 fn status_of(addr: &str, method: &str, path: &str) -> (u16, String) {
     let ans = raw(
         addr,
-        format!("{method} {path} HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+        format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").as_bytes(),
     );
     let a = parse_http(&ans).expect("an HTTP answer");
     (a.status, String::from_utf8_lossy(&a.body).to_string())
