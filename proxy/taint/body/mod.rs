@@ -25,12 +25,19 @@
 //!   before it produced anything is replaced by its raw input, which is
 //!   sniffed for archives like any body. Bytes after a complete stream
 //!   that do not start another are raw from exactly there.
-//! - Every decoder's output counts toward `max_scan_bytes`, and so does the
-//!   text scanned: a bomb costs at most the limit per layer.
-//! - Decoder memory per response: zstd and brotli windows share 8 MiB
-//!   ([`WINDOW_BUDGET_LOG`]); a larger frame or stream is scanned raw.
-//!   Beyond that a layer holds its inflate or Huffman state and 32 KiB of
-//!   kept input; output buffers live on the stack.
+//! - `max_scan_bytes` counts the body as sent; every decoder's output and
+//!   the text scanned count toward [`DECODED_PER_WIRE`] times that, and a
+//!   body that decodes to more is a bomb: it fails closed ([`Fed::cut`]).
+//! - Every reading a common client takes is scanned: `gzip` that starts
+//!   with a zlib header is read as zlib; `deflate` is read both as zlib
+//!   (when its first bytes allow) and as raw deflate, by a second pipeline
+//!   (`alt`) that stops quietly when its reading fails.
+//! - Decoder memory per response: zstd and brotli windows share 16 MiB
+//!   ([`WINDOW_BUDGET_LOG`]); a larger frame or stream fails closed. What
+//!   each window decoder really holds is drawn from its task's and the
+//!   process's pools ([`memory`]); a dry pool fails closed. Beyond that a
+//!   layer holds its inflate or Huffman state and 32 KiB of kept input;
+//!   output buffers live on the stack.
 //! - Archives are recognised by magic bytes, whatever the Content-Type:
 //!   gzip `1f 8b`, zip `PK\3\4`, tar `ustar` at offset 257. Their members
 //!   are scanned as text, each as its own stream; names and other header
