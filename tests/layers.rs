@@ -18,7 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("state", &["state", "ask"]),
     ("I/O", &["upstream", "tunnel", "splice", "tls", "listener"]),
     ("taint", &["taint"]),
-    ("records", &["log", "metrics", "respond", "dns"]),
+    ("records", &["log", "metrics", "respond", "dns", "console"]),
     ("model", &["policy", "config"]),
 ];
 
