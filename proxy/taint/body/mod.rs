@@ -330,6 +330,12 @@ impl BodyScanner {
         self.sink.scanned
     }
 
+    /// Has the limit been reached (nothing more is scanned)? A caller that
+    /// must not relay unscanned bytes (an upgraded connection) stops there.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
     /// The limit is reached: drop the decoders (and their memory).
     fn stop(&mut self) {
         self.stopped = true;
