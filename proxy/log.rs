@@ -62,6 +62,10 @@ pub const CLIENT_TLS_FAILED: &str = "client-tls-failed";
 /// inside has a row of its own (kind `intercepted`).
 pub const INTERCEPTED: &str = "intercepted";
 
+/// `note` of an upgraded connection's row (a WebSocket) whose relay sluice
+/// closed because the upstream sent what it could not scan.
+pub const UNSCANNABLE: &str = "unscannable";
+
 /// The `v` of the rows this sluice writes: 2 added `v`, `conn`, `addr` and
 /// `reason` (rows without `v` are version 1).
 pub const SCHEMA_VERSION: u32 = 2;

@@ -49,6 +49,40 @@ pub(super) fn strip_hop_by_hop(h: &mut HeaderMap, upgrade: bool) {
     }
 }
 
+/// Is the request an upgrade sluice passes on? Every `Upgrade` token but
+/// `h2c`: an h2c upgrade is dropped (the header removed, or the token
+/// left out of it), so the exchange stays HTTP/1.1 and its response is
+/// scanned as a body — raw scanning could not follow HTTP/2's frames and
+/// HPACK. RFC 9113 §3.1 lets a server ignore it, and clients fall back.
+pub(super) fn keep_upgrade(h: &mut HeaderMap) -> bool {
+    let tokens: Vec<Vec<u8>> = h
+        .get_all(header::UPGRADE)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(|t| t.trim_ascii())
+        .filter(|t| !t.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    if tokens.is_empty() {
+        return false;
+    }
+    if !tokens.iter().any(|t| t.eq_ignore_ascii_case(b"h2c")) {
+        return true;
+    }
+    h.remove(header::UPGRADE);
+    let kept: Vec<Vec<u8>> = tokens
+        .into_iter()
+        .filter(|t| !t.eq_ignore_ascii_case(b"h2c"))
+        .collect();
+    match HeaderValue::from_bytes(&kept.join(&b", "[..])) {
+        Ok(v) if !kept.is_empty() => {
+            h.insert(header::UPGRADE, v);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// HTTP/1.1 upstreams get origin-form and a Host header; HTTP/2 upstreams
 /// an absolute URI (its :authority) and no Host.
 pub(super) fn shape_for(
@@ -106,4 +140,37 @@ pub(crate) fn scan_headers(h: &HeaderMap, owners: OwnerHosts) -> Vec<Named> {
     }
     scanner.finish(&mut |n| out.push(n));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upgrade_of(values: &[&str]) -> (bool, Vec<String>) {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(header::UPGRADE, HeaderValue::from_str(v).unwrap());
+        }
+        let kept = keep_upgrade(&mut h);
+        let left = h
+            .get_all(header::UPGRADE)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect();
+        (kept, left)
+    }
+
+    #[test]
+    fn an_h2c_upgrade_is_not_passed_on() {
+        let none: Vec<String> = Vec::new();
+        assert_eq!(upgrade_of(&[]), (false, none.clone()));
+        assert_eq!(upgrade_of(&["websocket"]), (true, vec!["websocket".into()]));
+        assert_eq!(upgrade_of(&["h2c"]), (false, none.clone()));
+        assert_eq!(upgrade_of(&["H2C"]), (false, none));
+        assert_eq!(upgrade_of(&["h2c, foo/1"]), (true, vec!["foo/1".into()]));
+        assert_eq!(
+            upgrade_of(&["h2c", "websocket"]),
+            (true, vec!["websocket".into()])
+        );
+    }
 }

@@ -33,7 +33,7 @@ mod upgrade;
 use body::{CountingBody, Finish, RelayBody, Scan};
 pub(crate) use headers::scan_headers;
 pub use headers::source_url;
-use headers::{body_scanner, strip_hop_by_hop};
+use headers::{body_scanner, keep_upgrade, strip_hop_by_hop};
 use send::{drain, register_body, send, Upstream};
 
 /// Forwards one absolute-form request.
@@ -133,7 +133,7 @@ pub async fn relay(
     snap: &Snapshot,
     out: Outbound<'_>,
     origin: Origin<'_>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let Outbound {
         task, target, ex, ..
@@ -159,7 +159,7 @@ pub async fn relay(
             return ctx.refuse(&ex, r);
         }
     };
-    let upgrade = req.headers().contains_key(header::UPGRADE);
+    let upgrade = keep_upgrade(req.headers_mut());
     let client_version = req.version();
     let (mut parts, incoming) = req.into_parts();
     let client_upgrade = upgrade.then(|| {
@@ -325,6 +325,8 @@ fn respond_with(
         // response's extensions.
         let mut holder = Response::new(());
         *holder.extensions_mut() = std::mem::take(&mut rparts.extensions);
+        // Read as the client will read it: the headers it gets.
+        let scan = scan.map(|s| upgrade::DownScan::for_switch(&ctx, s, &rparts.headers));
         let relay = upgrade::Upgraded {
             ctx,
             target: back.target.clone(),
@@ -332,6 +334,7 @@ fn respond_with(
             idle: snap.limits.tunnel_idle_timeout,
             row,
             bytes_up: back.bytes_up,
+            scan,
         };
         relay.spawn(client_upgrade, hyper::upgrade::on(holder));
         drop(sender);

@@ -1,7 +1,8 @@
 //! taint: which hosts a task's fetched responses have named, and where.
 //!
 //! [`scan`] finds host names in bytes, [`body`] undoes Content-Encoding
-//! and bounds the work, [`TaintStore`] keeps each task's set with its
+//! and bounds the work, [`ws`] reads what an upgraded connection's
+//! upstream sends (WebSocket frames and messages) for the scanner, [`TaintStore`] keeps each task's set with its
 //! provenance, bounded by `max_hosts`, persisted to `taint.jsonl` and
 //! reloaded on start. [`TunnelRegistry`] lets a new taint close opaque
 //! tunnels to that host. Decisions stay in `policy`: this module only
@@ -10,6 +11,7 @@
 pub mod body;
 pub mod scan;
 mod store;
+pub mod ws;
 
 pub use store::{
     Inserted, OverflowRecord, TaintRecord, TaintStore, UntaintRecord, OVERFLOW_EVENT, UNTAINT_EVENT,

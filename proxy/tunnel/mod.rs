@@ -1,6 +1,8 @@
 //! tunnel: the client's byte stream and the relay of bytes both ways —
 //! counting, idle detection, the copy loop — for opaque tunnels,
-//! upgraded connections and the sessions inside intercepted tunnels.
+//! upgraded connections and the sessions inside intercepted tunnels. An
+//! inspected relay (`relay_inspected`, for upgraded connections) shows
+//! each chunk from upstream to its caller before writing any of it.
 //!
 //! Must not dial (that is `upstream`), resolve names or make decisions:
 //! it moves bytes between two streams someone else admitted.
@@ -132,20 +134,38 @@ fn give_back(buf: Box<[u8]>) {
     });
 }
 
+/// Looks at each chunk one direction of a relay read, before any of it
+/// is written on; `false` refuses the chunk: none of it is written and
+/// the relay ends ([`RelayEnd::Refused`]).
+pub type Inspect<'a> = &'a mut (dyn FnMut(&[u8]) -> bool + Send);
+
+/// Bytes an inspected direction looks at before it yields its task's
+/// turn (inspection is CPU work inside a poll, as a scanned body's is).
+const YIELD_AFTER_INSPECTING: usize = 256 * 1024;
+
+/// The error a relay ends with when its inspector refuses a chunk.
+#[derive(Debug, thiserror::Error)]
+#[error("the relay's inspector refused a chunk")]
+struct Refused;
+
 /// One direction of a relay. It holds a buffer only while bytes are in
 /// flight (read, not yet written): a tunnel waiting for its peer to speak
 /// holds none, so idle tunnels cost no buffer memory at all. Buffers come
 /// from a small per-thread pool.
 #[derive(Default)]
-struct Half {
+struct Half<'a> {
     buf: Option<Box<[u8]>>,
     pos: usize,
     end: usize,
     eof: bool,
     need_flush: bool,
+    /// Shown each chunk before it is written, if set.
+    inspect: Option<Inspect<'a>>,
+    /// Bytes inspected since this direction last yielded.
+    since_yield: usize,
 }
 
-impl Half {
+impl Half<'_> {
     /// Moves bytes from `r` to `w` until `r` ends (then shuts `w` down) or
     /// either side would block.
     fn poll_copy<R, W>(
@@ -159,6 +179,11 @@ impl Half {
         W: AsyncWrite + ?Sized,
     {
         loop {
+            if self.since_yield >= YIELD_AFTER_INSPECTING {
+                self.since_yield = 0;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             if self.buf.is_none() && !self.eof {
                 let mut buf = buffer();
                 let mut rb = ReadBuf::new(&mut buf);
@@ -180,6 +205,9 @@ impl Half {
                         if n == 0 {
                             self.eof = true;
                             give_back(buf);
+                        } else if !self.inspected(&buf[..n]) {
+                            give_back(buf);
+                            return Poll::Ready(Err(io::Error::other(Refused)));
                         } else {
                             self.buf = Some(buf);
                             self.pos = 0;
@@ -212,15 +240,30 @@ impl Half {
     }
 }
 
+impl Half<'_> {
+    /// Shows a chunk to the inspector, if there is one: may it be written?
+    fn inspected(&mut self, chunk: &[u8]) -> bool {
+        let Some(inspect) = self.inspect.as_mut() else {
+            return true;
+        };
+        self.since_yield += chunk.len();
+        inspect(chunk)
+    }
+}
+
 /// Copies both ways until both directions have ended (each end passed on
-/// as a half-close) or one fails.
-async fn copy_both<A, B>(a: &mut A, b: &mut B) -> io::Result<()>
+/// as a half-close) or one fails. `down` (from `b` to `a`), if set, sees
+/// each chunk before it is written.
+async fn copy_both<A, B>(a: &mut A, b: &mut B, down: Option<Inspect<'_>>) -> io::Result<()>
 where
     A: AsyncRead + AsyncWrite + Unpin + ?Sized,
     B: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
     let mut up = Half::default();
-    let mut down = Half::default();
+    let mut down = Half {
+        inspect: down,
+        ..Half::default()
+    };
     let (mut up_done, mut down_done) = (false, false);
     std::future::poll_fn(|cx| {
         if !up_done {
@@ -255,6 +298,9 @@ pub enum RelayEnd {
     Idle,
     /// sluice is shutting down, or policy revoked the tunnel.
     Cancelled,
+    /// The inspector refused a chunk from upstream (none of it was
+    /// written).
+    Refused,
 }
 
 /// Byte counts of a relay, shared so they can be read while it runs.
@@ -287,7 +333,42 @@ where
 {
     let mut client = Counted::new(client, bytes.up.clone());
     let mut upstream = Counted::new(upstream, bytes.down.clone());
-    watch(copy_both(&mut client, &mut upstream), bytes, idle, cancel).await
+    watch(
+        copy_both(&mut client, &mut upstream, None),
+        bytes,
+        idle,
+        cancel,
+    )
+    .await
+}
+
+/// [`relay`], showing each chunk read from upstream to `inspect` before
+/// any of it is written to the client. A chunk it refuses is not written,
+/// and the relay ends at once ([`RelayEnd::Refused`]); both streams are
+/// dropped (closed) by the caller.
+pub async fn relay_inspected<A, B>(
+    client: A,
+    upstream: B,
+    bytes: &RelayBytes,
+    idle: Duration,
+    cancel: &CancellationToken,
+    inspect: Inspect<'_>,
+) -> RelayEnd
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut client = Counted::new(client, bytes.up.clone());
+    let mut upstream = Counted::new(upstream, bytes.down.clone());
+    let copy = copy_both(&mut client, &mut upstream, Some(inspect));
+    tokio::select! {
+        r = copy => match r {
+            Err(e) if e.get_ref().is_some_and(|e| e.is::<Refused>()) => RelayEnd::Refused,
+            _ => RelayEnd::Closed,
+        },
+        _ = cancel.cancelled() => RelayEnd::Cancelled,
+        _ = quiet_for(bytes, idle) => RelayEnd::Idle,
+    }
 }
 
 /// Runs a relay's copying until it ends, nothing moves for `idle` (seen in
@@ -370,10 +451,45 @@ pub(crate) mod tests {
         let (proxy_up, upstream) = tokio::io::duplex(4096);
         let relay = tokio::spawn(async move {
             let (mut a, mut b) = (proxy_client, proxy_up);
-            copy_both(&mut a, &mut b).await
+            copy_both(&mut a, &mut b, None).await
         });
         half_close_both_ways(client, upstream, 200_000, 150_000).await;
         relay.await.unwrap().unwrap();
+    }
+
+    /// An inspected relay shows each upstream chunk before writing it: what
+    /// it passes arrives intact, a chunk it refuses never reaches the
+    /// client, and the relay ends there.
+    #[tokio::test]
+    async fn an_inspected_relay_writes_nothing_of_a_refused_chunk() {
+        let (mut client, proxy_client) = tokio::io::duplex(4096);
+        let (proxy_up, mut upstream) = tokio::io::duplex(4096);
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let relay = tokio::spawn(async move {
+            let mut inspect = move |chunk: &[u8]| {
+                s.lock().unwrap().extend_from_slice(chunk);
+                !chunk.windows(3).any(|w| w == b"BAD")
+            };
+            let bytes = RelayBytes::default();
+            let stop = CancellationToken::new();
+            let idle = Duration::from_secs(30);
+            relay_inspected(proxy_client, proxy_up, &bytes, idle, &stop, &mut inspect).await
+        });
+        upstream.write_all(b"good bytes").await.unwrap();
+        let mut got = [0u8; 10];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"good bytes");
+        client.write_all(b"up").await.unwrap();
+        let mut up = [0u8; 2];
+        upstream.read_exact(&mut up).await.unwrap();
+        assert_eq!(&up, b"up", "the client's direction is a plain relay");
+        upstream.write_all(b"then BAD ones").await.unwrap();
+        assert_eq!(relay.await.unwrap(), RelayEnd::Refused);
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "nothing of the refused chunk: {rest:?}");
+        assert!(seen.lock().unwrap().ends_with(b"then BAD ones"));
     }
 
     /// A relay waiting for bytes holds no buffer: it is back in the pool.
@@ -382,7 +498,7 @@ pub(crate) mod tests {
         let (_client, mut proxy_client) = tokio::io::duplex(64);
         let (mut proxy_up, _upstream) = tokio::io::duplex(64);
         POOL.with(|p| p.borrow_mut().clear());
-        let copy = copy_both(&mut proxy_client, &mut proxy_up);
+        let copy = copy_both(&mut proxy_client, &mut proxy_up, None);
         let r = tokio::time::timeout(Duration::from_millis(50), copy).await;
         assert!(r.is_err(), "still waiting");
         assert_eq!(

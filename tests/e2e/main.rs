@@ -24,3 +24,4 @@ mod snapshots;
 mod taint;
 mod tls;
 mod util;
+mod websocket;

@@ -9,7 +9,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Response;
-use rustls::pki_types::{CertificateDer, ServerName};
 
 use crate::util::*;
 
@@ -233,26 +232,6 @@ fn sni_mismatch_closes_the_tunnel() {
     let mut rest = Vec::new();
     let _ = c.read_to_end(&mut rest);
     assert!(rest.is_empty());
-}
-
-/// A rustls client trusting `ca_file`, for `name` (an IP name sends no SNI).
-fn rustls_client(ca_file: &str, name: &str) -> rustls::ClientConnection {
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(ca_file).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    rustls::ClientConnection::new(
-        Arc::new(cfg),
-        ServerName::try_from(name.to_string()).unwrap(),
-    )
-    .unwrap()
 }
 
 #[test]

@@ -440,6 +440,12 @@ impl BodyScanner {
         self.sink.scanned
     }
 
+    /// Has the limit been reached (nothing more is scanned)? A caller that
+    /// must not relay unscanned bytes (an upgraded connection) stops there.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
     /// A limit is reached: drop the decoders (and their memory).
     fn stop(&mut self, why: Skipped) {
         self.stopped = true;
