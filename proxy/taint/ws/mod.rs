@@ -150,11 +150,12 @@ impl UpgradeScanner {
                 Ok(Fed {
                     names: std::mem::take(&mut m.found),
                     pending: m.pending.clone(),
+                    cut: None,
                 })
             }
             Kind::Raw(body, limit) => {
                 let fed = body.feed(chunk);
-                if body.stopped() {
+                if body.stopped() || fed.cut.is_some() {
                     return Err(Unscannable::TooLarge { limit: *limit });
                 }
                 Ok(fed)
