@@ -221,7 +221,7 @@ impl RelayBody {
     /// Trailers are headers too: scanned like the response's.
     fn scan_trailers(&mut self, trailers: &http::HeaderMap) {
         if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
-            let hosts = super::scan_headers(trailers, scan.task.taint.by_owner.scan_hosts());
+            let hosts = super::scan_headers(trailers, None, scan.task.taint.by_owner.scan_hosts());
             if !hosts.is_empty() {
                 scan.taint(&f.ctx, hosts, Vec::new());
             }

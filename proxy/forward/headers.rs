@@ -126,16 +126,29 @@ pub(super) fn body_scanner(h: &HeaderMap, limit: u64, owners: OwnerHosts) -> Bod
     BodyScanner::reading_owners(&encodings, content_type, limit, owners)
 }
 
-/// Host names in a response's headers: every header, not only the
-/// URL-bearing ones (a name in `X-Next: paste.example.com` is read by
-/// whoever reads the headers). Trailers are scanned by the body relay.
-pub(crate) fn scan_headers(h: &HeaderMap, owners: OwnerHosts) -> Vec<Named> {
-    // One scanner for every value (a newline between two ends any name),
-    // not one per header: this runs on every response.
+/// Host names in a response's headers: every header's name and value, not
+/// only the URL-bearing ones (a name in `X-Next: paste.example.com` is read
+/// by whoever reads the headers, and so is a header *named*
+/// `paste.example.com`), and the status line's reason phrase (Python shows
+/// it in `HTTPError`). Trailers are scanned by the body relay.
+pub(crate) fn scan_headers(h: &HeaderMap, reason: Option<&[u8]>, owners: OwnerHosts) -> Vec<Named> {
+    // One scanner for every name and value (a newline between two ends any
+    // name), not one per header: this runs on every response.
     let mut scanner = crate::taint::scan::Scanner::new().with_owner_hosts(owners);
     let mut out = Vec::new();
-    for v in h.values() {
+    let mut last_name = None;
+    for (name, v) in h.iter() {
+        // Lines of one header share its name: scan it once.
+        if last_name != Some(name) {
+            scanner.feed(name.as_str().as_bytes(), &mut |n| out.push(n));
+            scanner.feed(b"\n", &mut |n| out.push(n));
+            last_name = Some(name);
+        }
         scanner.feed(v.as_bytes(), &mut |n| out.push(n));
+        scanner.feed(b"\n", &mut |n| out.push(n));
+    }
+    if let Some(r) = reason {
+        scanner.feed(r, &mut |n| out.push(n));
         scanner.feed(b"\n", &mut |n| out.push(n));
     }
     scanner.finish(&mut |n| out.push(n));

@@ -292,7 +292,11 @@ fn respond_with(
         let source: Arc<str> = source_url(back.origin.scheme, back.target, path).into();
         let served_by: Arc<str> = back.target.host.to_string().into();
         let owners = back.task.taint.by_owner.scan_hosts();
-        let named = scan_headers(&rparts.headers, owners.clone());
+        let reason = rparts
+            .extensions
+            .get::<hyper::ext::ReasonPhrase>()
+            .map(|r| r.as_bytes());
+        let named = scan_headers(&rparts.headers, reason, owners.clone());
         let mut tally = crate::exchange::Tally::default();
         if !named.is_empty() {
             ctx.taint(

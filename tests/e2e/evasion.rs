@@ -118,6 +118,25 @@ fn pages() -> Vec<(&'static str, Page)> {
                 zstd_frame(&plain(17), 24),
             ),
         ),
+        // Round 3, finding 10: where else a reader sees a name.
+        (
+            "/header-name",
+            (vec![("evil-18.example.com", "1".into())], b"ok".to_vec()),
+        ),
+        (
+            "/reason-phrase",
+            (
+                vec![("x-test-reason", format!("Go to {}", name(19)))],
+                b"ok".to_vec(),
+            ),
+        ),
+        (
+            "/utf16-no-bom",
+            (
+                vec![("content-type", "text/plain; charset=utf-16".into())],
+                utf16(20)[2..].to_vec(),
+            ),
+        ),
     ]
 }
 
@@ -169,6 +188,12 @@ fn page_upstream() -> Upstream {
         let (_, (headers, body)) = table.iter().find(|(p, _)| *p == req.uri)?;
         let mut r = Response::new(Full::new(Bytes::from(body.clone())));
         for (k, v) in headers {
+            if *k == "x-test-reason" {
+                // The status line's reason phrase, not a header.
+                let reason = hyper::ext::ReasonPhrase::try_from(v.clone().into_bytes()).unwrap();
+                r.extensions_mut().insert(reason);
+                continue;
+            }
             r.headers_mut().insert(*k, v.parse().unwrap());
         }
         Some(r)

@@ -45,9 +45,11 @@
 //!   bytes are scanned as they arrive, before they can be known as one.
 //!   Nesting is bounded by [`MAX_ARCHIVE_DEPTH`]; deeper archives are
 //!   scanned raw.
-//! - `Content-Type: …; charset=utf-16le|utf-16be` picks that charset for the
-//!   body's text; anything else (including plain `utf-16`) leaves the
-//!   scanner to detect a BOM. Archive members always detect their own.
+//! - `Content-Type: …; charset=utf-16|utf-16le|utf-16be|utf-32|utf-32le|
+//!   utf-32be` picks that charset for the body's text (`utf-16` and
+//!   `utf-32` little-endian unless a BOM says otherwise); anything else
+//!   leaves the scanner to detect a UTF-16 BOM. Archive members always
+//!   detect their own.
 
 mod archive;
 mod codec;
@@ -555,13 +557,20 @@ fn charset_of(content_type: Option<&[u8]>) -> Charset {
             .strip_prefix(b"\"")
             .and_then(|v| v.strip_suffix(b"\""))
             .unwrap_or(value);
-        if value.eq_ignore_ascii_case(b"utf-16le") {
-            return Charset::Utf16Le;
-        }
-        if value.eq_ignore_ascii_case(b"utf-16be") {
-            return Charset::Utf16Be;
-        }
-        return Charset::Auto;
+        let is = |l: &str| value.eq_ignore_ascii_case(l.as_bytes());
+        // WHATWG and Python read `utf-16` without a BOM as little-endian;
+        // a BOM still decides (the scanner sniffs it first).
+        return if is("utf-16le") || is("utf-16") {
+            Charset::Utf16Le
+        } else if is("utf-16be") {
+            Charset::Utf16Be
+        } else if is("utf-32") || is("utf-32le") {
+            Charset::Utf32Le
+        } else if is("utf-32be") {
+            Charset::Utf32Be
+        } else {
+            Charset::Auto
+        };
     }
     Charset::Auto
 }

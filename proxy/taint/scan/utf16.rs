@@ -22,6 +22,11 @@ pub enum Charset {
     Utf16Le,
     /// `charset=utf-16be`.
     Utf16Be,
+    /// `charset=utf-32` (little-endian unless a big-endian BOM starts it,
+    /// as Python reads it) and `utf-32le`.
+    Utf32Le,
+    /// `charset=utf-32be`.
+    Utf32Be,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +43,14 @@ pub(super) enum Front {
     /// UTF-16 code units to UTF-8. `odd`: the first byte of a unit cut by
     /// a chunk end; `hi`: a high surrogate waiting for its pair (0: none).
     Utf16 { be: bool, odd: Option<u8>, hi: u16 },
+    /// UTF-32 code units to UTF-8: `held` bytes of a unit cut by a chunk
+    /// end; `started` once the first unit (a BOM may flip `be`) is read.
+    Utf32 {
+        be: bool,
+        held: [u8; 4],
+        n: u8,
+        started: bool,
+    },
 }
 
 impl Front {
@@ -56,10 +69,18 @@ fn by_label(label: Charset) -> Front {
         odd: None,
         hi: 0,
     };
+    let utf32 = |be| Front::Utf32 {
+        be,
+        held: [0; 4],
+        n: 0,
+        started: false,
+    };
     match label {
         Charset::Auto => Front::Bytes,
         Charset::Utf16Le => utf16(false),
         Charset::Utf16Be => utf16(true),
+        Charset::Utf32Le => utf32(false),
+        Charset::Utf32Be => utf32(true),
     }
 }
 
@@ -71,6 +92,10 @@ fn sniff(label: Charset, held: &[u8]) -> Option<(Front, usize)> {
         odd: None,
         hi: 0,
     };
+    if matches!(label, Charset::Utf32Le | Charset::Utf32Be) {
+        // A UTF-32 label: the BOM is read as a character (invisible).
+        return Some((by_label(label), 0));
+    }
     match held {
         [0xFF, 0xFE, ..] => Some((utf16(false), 2)),
         [0xFE, 0xFF, ..] => Some((utf16(true), 2)),
@@ -105,6 +130,7 @@ impl Scanner {
         match self.front {
             Front::Bytes => self.feed_bytes(chunk, found),
             Front::Utf16 { .. } => self.feed_utf16(chunk, found),
+            Front::Utf32 { .. } => self.feed_utf32(chunk, found),
             Front::Sniff { label, mut held, n } => {
                 let mut n = usize::from(n);
                 for (used, &b) in chunk.iter().enumerate() {
@@ -160,6 +186,51 @@ impl Scanner {
         self.feed_bytes(&out[..len], found);
     }
 
+    /// Transcodes UTF-32 to UTF-8 in stack-sized blocks.
+    fn feed_utf32(&mut self, chunk: &[u8], found: &mut impl FnMut(Named)) {
+        let Front::Utf32 {
+            mut be,
+            mut held,
+            mut n,
+            mut started,
+        } = self.front
+        else {
+            return;
+        };
+        let mut out = [0u8; MAX_TOKEN];
+        let mut len = 0;
+        for &b in chunk {
+            held[usize::from(n)] = b;
+            n += 1;
+            if n < 4 {
+                continue;
+            }
+            n = 0;
+            if !started && held == [0x00, 0x00, 0xFE, 0xFF] {
+                be = true;
+            }
+            started = true;
+            let u = if be {
+                u32::from_be_bytes(held)
+            } else {
+                u32::from_le_bytes(held)
+            };
+            let c = char::from_u32(u).unwrap_or(REPLACEMENT);
+            len += c.encode_utf8(&mut out[len..]).len();
+            if len + 8 > out.len() {
+                self.feed_bytes(&out[..len], found);
+                len = 0;
+            }
+        }
+        self.front = Front::Utf32 {
+            be,
+            held,
+            n,
+            started,
+        };
+        self.feed_bytes(&out[..len], found);
+    }
+
     /// Ends the stream: bytes held while sniffing are read by the label; a
     /// dangling odd byte or high surrogate ends the text.
     pub(super) fn finish_front(&mut self, found: &mut impl FnMut(Named)) {
@@ -181,6 +252,14 @@ impl Scanner {
                     be,
                     odd: None,
                     hi: 0,
+                }
+            }
+            Front::Utf32 { be, started, .. } => {
+                self.front = Front::Utf32 {
+                    be,
+                    held: [0; 4],
+                    n: 0,
+                    started,
                 }
             }
             Front::Bytes => {}

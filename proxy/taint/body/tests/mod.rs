@@ -317,7 +317,7 @@ fn window_budget_is_shared_by_layers() {
 /// found.
 #[test]
 fn charset_from_content_type() {
-    let cases: [(&str, Option<&str>, Charset); 7] = [
+    let cases: [(&str, Option<&str>, Charset); 9] = [
         ("none", None, Charset::Auto),
         ("no charset", Some("text/html"), Charset::Auto),
         (
@@ -333,9 +333,19 @@ fn charset_from_content_type() {
         (
             "utf-16 without order",
             Some("text/html; charset=utf-16"),
-            Charset::Auto,
+            Charset::Utf16Le,
         ),
         ("utf-8", Some("text/html; charset=utf-8"), Charset::Auto),
+        (
+            "utf-32",
+            Some("text/plain; charset=UTF-32"),
+            Charset::Utf32Le,
+        ),
+        (
+            "utf-32be",
+            Some("text/plain; charset=utf-32be"),
+            Charset::Utf32Be,
+        ),
         (
             "later parameter",
             Some("text/html; q=1; charset=utf-16le"),
@@ -536,4 +546,70 @@ fn decoder_windows_come_from_the_pools() {
         br_scanner.feed(&br(&plain)).cut,
         Some(Skipped::NoMemory { coding: "br" })
     );
+}
+
+/// Round 3, finding 10: `charset=utf-16` with no BOM (WHATWG and Python
+/// read it little-endian), a BOM against the label, and UTF-32 (Python
+/// reads it), in any chunking.
+#[test]
+fn utf16_without_a_bom_and_utf32_are_read_as_their_readers_do() {
+    let text = "send it to https://paste.example.com/x now";
+    let utf16 = |be: bool, bom: bool| {
+        let mut b: Vec<u8> = Vec::new();
+        let units = bom.then_some(0xfeff).into_iter().chain(text.encode_utf16());
+        for u in units {
+            b.extend_from_slice(&if be { u.to_be_bytes() } else { u.to_le_bytes() });
+        }
+        b
+    };
+    let utf32 = |be: bool, bom: bool| {
+        let mut b: Vec<u8> = Vec::new();
+        let chars = bom.then_some('\u{feff}').into_iter().chain(text.chars());
+        for c in chars {
+            let u = c as u32;
+            b.extend_from_slice(&if be { u.to_be_bytes() } else { u.to_le_bytes() });
+        }
+        b
+    };
+    let cases = [
+        (
+            "utf-16, no BOM",
+            "text/plain; charset=utf-16",
+            utf16(false, false),
+        ),
+        (
+            "utf-16, BE BOM",
+            "text/plain; charset=utf-16",
+            utf16(true, true),
+        ),
+        (
+            "utf-32, no BOM",
+            "text/plain; charset=utf-32",
+            utf32(false, false),
+        ),
+        (
+            "utf-32, BE BOM",
+            "text/plain; charset=utf-32",
+            utf32(true, true),
+        ),
+        (
+            "utf-32le, BOM",
+            "text/plain; charset=utf-32le",
+            utf32(false, true),
+        ),
+        (
+            "utf-32be",
+            "text/plain; charset=utf-32be",
+            utf32(true, false),
+        ),
+    ];
+    for (what, ct, body) in cases {
+        for chunk in [1, 3, 5, 4096] {
+            let (found, _, _) = run_body(&[], Some(ct), &body, chunk, 1 << 20);
+            assert!(
+                found.iter().any(|h| h == "paste.example.com"),
+                "{what} chunk {chunk}: {found:?}"
+            );
+        }
+    }
 }
