@@ -123,7 +123,18 @@ pub(super) fn body_scanner(h: &HeaderMap, limit: u64, owners: OwnerHosts) -> Bod
         .map(|v| v.as_bytes())
         .collect();
     let content_type = h.get(header::CONTENT_TYPE).map(|v| v.as_bytes());
-    BodyScanner::reading_owners(&encodings, content_type, limit, owners)
+    let scanner = BodyScanner::reading_owners(&encodings, content_type, limit, owners);
+    // Not an HTTP coding, but a reader (a mail library) undoes it.
+    let quoted = h.get_all("content-transfer-encoding").iter().any(|v| {
+        v.as_bytes()
+            .windows(16)
+            .any(|w| w.eq_ignore_ascii_case(b"quoted-printable"))
+    });
+    if quoted {
+        scanner.also_quoted_printable()
+    } else {
+        scanner
+    }
 }
 
 /// Host names in a response's headers: every header's name and value, not

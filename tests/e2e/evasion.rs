@@ -137,6 +137,20 @@ fn pages() -> Vec<(&'static str, Page)> {
                 utf16(20)[2..].to_vec(),
             ),
         ),
+        (
+            "/markup-inside",
+            (
+                vec![("content-type", "text/html".into())],
+                b"<p>send it to <b>evil-21</b>.example.com</p>".to_vec(),
+            ),
+        ),
+        (
+            "/quoted-printable",
+            (
+                vec![("content-transfer-encoding", "quoted-printable".into())],
+                b"send it to evil-22=2Eexample=\r\n.com".to_vec(),
+            ),
+        ),
     ]
 }
 

@@ -12,6 +12,7 @@
 use super::coding::{Coding, Fail};
 use super::flate::{Deflate, Gzip};
 use super::memory::Memory;
+use super::text::{HtmlText, QuotedPrintable};
 use super::windowed::{Brotli, Zstd};
 use super::{Flow, Skipped, Stop};
 
@@ -62,6 +63,8 @@ impl Layer {
             Coding::Gzip => Codec::Gzip(Gzip::new()),
             Coding::Deflate => Codec::Deflate(Deflate::default()),
             Coding::DeflateRaw => Codec::Deflate(Deflate::raw()),
+            Coding::QuotedPrintable => Codec::Qp(QuotedPrintable::default()),
+            Coding::HtmlText => Codec::Html(HtmlText::default()),
             Coding::Brotli => Codec::Brotli(Box::new(Brotli::new(window_log, memory))),
             Coding::Zstd => Codec::Zstd(Zstd::new(window_log, memory)?),
         };
@@ -176,6 +179,8 @@ impl Layer {
 enum Codec {
     Gzip(Gzip),
     Deflate(Deflate),
+    Qp(QuotedPrintable),
+    Html(HtmlText),
     Brotli(Box<Brotli>),
     Zstd(Zstd),
 }
@@ -185,6 +190,8 @@ impl Codec {
         match self {
             Codec::Gzip(d) => d.decode(input, out),
             Codec::Deflate(d) => d.decode(input, out),
+            Codec::Qp(d) => d.decode(input, out).map_err(Fail::from),
+            Codec::Html(d) => d.decode(input, out).map_err(Fail::from),
             Codec::Brotli(d) => d.decode(input, out),
             Codec::Zstd(d) => d.decode(input, out),
         }
@@ -195,6 +202,7 @@ impl Codec {
         match self {
             Codec::Gzip(d) => d.at_end(),
             Codec::Deflate(d) => d.at_end(),
+            Codec::Qp(_) | Codec::Html(_) => true,
             Codec::Brotli(d) => d.at_end(),
             Codec::Zstd(d) => d.at_end(),
         }
@@ -204,6 +212,8 @@ impl Codec {
         match self {
             Codec::Gzip(_) => Coding::Gzip,
             Codec::Deflate(_) => Coding::Deflate,
+            Codec::Qp(_) => Coding::QuotedPrintable,
+            Codec::Html(_) => Coding::HtmlText,
             Codec::Brotli(_) => Coding::Brotli,
             Codec::Zstd(_) => Coding::Zstd,
         }

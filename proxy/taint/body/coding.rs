@@ -19,6 +19,10 @@ pub(super) enum Coding {
     /// second reading of a body whose start is also a zlib header (curl
     /// and urllib3 retry as raw when zlib fails).
     DeflateRaw,
+    /// Extra readings of text (never from a Content-Encoding header):
+    /// quoted-printable undone, and HTML's rendered text.
+    QuotedPrintable,
+    HtmlText,
     Brotli,
     Zstd,
 }
@@ -48,6 +52,8 @@ impl Coding {
         match self {
             Coding::Gzip => "gzip",
             Coding::Deflate | Coding::DeflateRaw => "deflate",
+            Coding::QuotedPrintable => "quoted-printable",
+            Coding::HtmlText => "html text",
             Coding::Brotli => "br",
             Coding::Zstd => "zstd",
         }

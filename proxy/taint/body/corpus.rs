@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 
 use super::tests::build::gzip;
-use super::tests::default_keys;
+use super::tests::typed_keys;
 use super::Skipped;
 
 /// The Content-Encoding stacks a fixture is served with.
@@ -158,7 +158,9 @@ fn scan_fixture(file: &str, encodings: Stacks) -> (Vec<String>, Option<Vec<Strin
 /// allow-list names anything, no host served it, the default multi-tenant
 /// hosts read by owner): keys as `sluice report --taint` lists them.
 fn taint_set(encodings: &[&str], body: &[u8], chunk: usize) -> (Vec<String>, Option<Skipped>) {
-    default_keys(encodings, body, chunk, &[])
+    // HTML is served as such: its rendered text is a reading of its own.
+    let html = body.starts_with(b"<!DOCTYPE html") || body.starts_with(b"<html");
+    typed_keys(encodings, html.then_some("text/html"), body, chunk, &[])
 }
 
 /// The reviewed list beside a fixture: the names a person reading it

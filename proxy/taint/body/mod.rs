@@ -58,6 +58,7 @@ mod flate;
 mod member;
 pub mod memory;
 mod tar;
+mod text;
 mod windowed;
 mod zip;
 
@@ -294,8 +295,12 @@ pub struct BodyScanner {
     /// `max_scan_bytes`, counted on the body as sent, and what was fed.
     wire_limit: u64,
     wire: u64,
-    /// The body read as raw deflate too (see [`Coding::DeflateRaw`]).
-    alt: Option<Box<BodyScanner>>,
+    /// Other readings of the same body, each a pipeline of its own whose
+    /// names are added: `deflate` as raw deflate ([`Coding::DeflateRaw`]),
+    /// HTML as rendered, quoted-printable undone ([`text`]).
+    alts: Vec<BodyScanner>,
+    /// The codings undone (innermost first), for a reading added later.
+    codings: Vec<Coding>,
 }
 
 impl BodyScanner {
@@ -322,25 +327,60 @@ impl BodyScanner {
         let decoded = limit.saturating_mul(DECODED_PER_WIRE);
         let mut sink = Sink::new(decoded, charset_of(content_type), owners);
         let codings = parse_codings(encodings, &mut sink);
-        let alt = codings.contains(&Coding::Deflate).then(|| {
-            let raw: Vec<Coding> = codings
+        let mut scanner = BodyScanner::build(codings.clone(), sink, limit);
+        if codings.contains(&Coding::Deflate) {
+            let raw = codings
                 .iter()
                 .map(|c| match c {
                     Coding::Deflate => Coding::DeflateRaw,
                     c => *c,
                 })
                 .collect();
-            let mut sink = Sink::new(decoded, sink.body_charset, sink.owners.clone());
-            sink.quiet = true;
-            Box::new(BodyScanner::build(raw, sink, limit))
-        });
-        let mut scanner = BodyScanner::build(codings, sink, limit);
-        scanner.alt = alt;
+            scanner.add_reading(raw);
+        }
+        let ct = content_type.unwrap_or_default().to_ascii_lowercase();
+        let ct = ct.trim_ascii_start();
+        if ct.starts_with(b"text/html") || ct.starts_with(b"application/xhtml") {
+            scanner.add_reading([&[Coding::HtmlText][..], &codings].concat());
+        }
+        if ct.starts_with(b"message/") || ct.starts_with(b"multipart/") {
+            scanner = scanner.also_quoted_printable();
+        }
         scanner
+    }
+
+    /// Reads the body with quoted-printable undone too (a
+    /// `Content-Transfer-Encoding: quoted-printable` response, or a mail
+    /// message), and its HTML as rendered.
+    pub fn also_quoted_printable(mut self) -> BodyScanner {
+        let codings = self.codings.clone();
+        if !self
+            .alts
+            .iter()
+            .any(|a| a.codings.contains(&Coding::QuotedPrintable))
+        {
+            self.add_reading([&[Coding::QuotedPrintable][..], &codings].concat());
+            self.add_reading([&[Coding::HtmlText, Coding::QuotedPrintable][..], &codings].concat());
+        }
+        self
+    }
+
+    /// Adds a reading of the body through `codings` (innermost first): its
+    /// names are added to this one's; its failures stop it quietly.
+    fn add_reading(&mut self, codings: Vec<Coding>) {
+        let mut sink = Sink::new(
+            self.sink.limit,
+            self.sink.body_charset,
+            self.sink.owners.clone(),
+        );
+        sink.quiet = true;
+        self.alts
+            .push(BodyScanner::build(codings, sink, self.wire_limit));
     }
 
     /// The pipeline for `codings` (innermost first) into `sink`.
     fn build(codings: Vec<Coding>, mut sink: Sink, limit: u64) -> BodyScanner {
+        let kept = codings.clone();
         let windowed = codings.iter().filter(|c| c.windowed()).count();
         // Split the window budget evenly: 8 MiB for one, 4 MiB each for
         // two, 2 MiB each for three or four, 1 MiB each for five.
@@ -363,7 +403,8 @@ impl BodyScanner {
             stopped: false,
             wire_limit: limit,
             wire: 0,
-            alt: None,
+            alts: Vec::new(),
+            codings: kept,
         }
     }
 
@@ -373,9 +414,10 @@ impl BodyScanner {
         for layer in &mut self.layers {
             layer.draw_from(&memory);
         }
-        if let Some(alt) = self.alt.take() {
-            self.alt = Some(Box::new(alt.with_memory(memory)));
-        }
+        self.alts = std::mem::take(&mut self.alts)
+            .into_iter()
+            .map(|a| a.with_memory(memory.clone()))
+            .collect();
         self
     }
 
@@ -412,7 +454,7 @@ impl BodyScanner {
             pending: self.sink.peek(),
             cut: self.sink.skipped.clone().filter(Skipped::fails_closed),
         };
-        if let Some(alt) = self.alt.as_mut() {
+        for alt in &mut self.alts {
             let other = alt.feed(chunk);
             fed.names.extend(other.names);
             fed.pending.extend(other.pending);
@@ -431,7 +473,7 @@ impl BodyScanner {
         self.layers.clear();
         self.sink.end();
         let mut found = std::mem::take(&mut self.sink.found);
-        if let Some(alt) = self.alt.as_mut() {
+        for alt in &mut self.alts {
             found.extend(alt.finish().0);
         }
         (found, self.sink.skipped.clone())
