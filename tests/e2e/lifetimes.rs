@@ -222,3 +222,58 @@ fn a_new_owner_taint_cuts_only_the_upload_to_that_owner() {
         "the chunk after the taint went up: {got}"
     );
 }
+
+/// Round 3, finding 11: a name that counts only inside a URL
+/// (`https://artifacts.internal.example`, whose suffix is not public) is
+/// tainted before the chunk ending with it reaches the client, while the
+/// upstream pauses right after it: a POST sent then is refused and never
+/// reaches its upstream.
+#[test]
+fn a_url_only_name_at_a_pause_is_tainted_before_the_client_reads_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let go_on = Arc::new(AtomicBool::new(false));
+    let go = go_on.clone();
+    let page = RawUpstream::start(move |mut c: TcpStream, _r| {
+        let _ = read_head(&mut c);
+        let first = b"see https://artifacts.internal.example";
+        let head =
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n";
+        let _ = write!(c, "{head}{:x}\r\n", first.len());
+        let _ = c.write_all(first);
+        let _ = c.write_all(b"\r\n");
+        let _ = c.flush();
+        // Paused right after the name, until the test has tried its POST.
+        let end = Instant::now() + Duration::from_secs(20);
+        while !go.load(Ordering::SeqCst) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.write_all(b"1\r\n/\r\n0\r\n\r\n");
+    });
+    let target = Upstream::start();
+    let dns = FakeDns::start();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[
+            format!("docs.example.com:{}", page.port),
+            format!("artifacts.internal.example:{}", target.port()),
+        ])
+        .host("artifacts.internal.example", &["127.0.0.1"])
+        .start();
+    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let host = format!("docs.example.com:{}", page.port);
+    write!(c, "GET http://{host}/page HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = Instant::now() + Duration::from_secs(10);
+    while !got.windows(8).any(|w| w == b"internal") || !got.ends_with(b"example\r\n") {
+        assert!(Instant::now() < end, "the name never arrived: {got:?}");
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let url = format!("http://artifacts.internal.example:{}/upload", target.port());
+    let a = via(&s, &url, &["--data-binary", "SECRET"]);
+    go_on.store(true, Ordering::SeqCst);
+    assert_refused(&a, 403, "untrusted-target");
+    assert_eq!(target.request_count(), 0, "nothing reached the upstream");
+}

@@ -271,13 +271,18 @@ impl Scanner {
     pub fn peek(&mut self, found: &mut impl FnMut(Named)) {
         if self.tok.active && !self.tok.overlong {
             let tok = &self.tok;
-            let plausible = if tok.wide {
+            // In URL context any valid name counts (SPEC §8: tainted before
+            // its last byte is passed on), whatever its suffix.
+            let url = tok.url;
+            let plausible = if url {
+                !tok.buf.is_empty()
+            } else if tok.wide {
                 memchr::memchr(b'.', &tok.buf).is_some()
             } else {
                 judge::plausible_bare(&tok.buf)
             };
             if plausible {
-                self.judge_fresh(false, 0, found);
+                self.judge_fresh(url, 0, found);
             }
         }
         self.peek_capture(found);

@@ -204,3 +204,27 @@ fn markup_and_quoted_printable_are_read_as_rendered() {
         );
     }
 }
+
+/// Round 3, finding 11: a name that counts only in a URL (its suffix is not
+/// public) is held as pending at a chunk's end, before the client gets the
+/// chunk, like any other name in progress.
+#[test]
+fn a_url_only_name_at_a_chunk_end_is_held() {
+    for (text, want) in [
+        (
+            &b"fetch https://artifacts.internal.example"[..],
+            "artifacts.internal.example",
+        ),
+        (b"see http://build-cache", "build-cache"),
+        (b"at //registry.corp.lan", "registry.corp.lan"),
+    ] {
+        let mut s = BodyScanner::new(None, 1 << 20);
+        let fed = s.feed(text);
+        let held: Vec<String> = fed.pending.iter().map(|n| n.host.clone()).collect();
+        assert!(held.iter().any(|h| h == want), "{want}: {held:?}");
+        // The bare spelling is not held: it would not count when it ends.
+        let mut bare = BodyScanner::new(None, 1 << 20);
+        let fed = bare.feed(&text[text.iter().rposition(|b| *b == b'/').unwrap() + 1..]);
+        assert!(fed.pending.is_empty(), "{want}: {:?}", fed.pending);
+    }
+}
