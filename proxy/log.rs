@@ -65,6 +65,9 @@ pub const INTERCEPTED: &str = "intercepted";
 /// `note` of an upgraded connection's row (a WebSocket) whose relay sluice
 /// closed because the upstream sent what it could not scan.
 pub const UNSCANNABLE: &str = "unscannable";
+/// The request went upstream (its first byte at least) and the client left
+/// before the response's head came back: status 499.
+pub const CLIENT_LEFT: &str = "client-left";
 
 /// The `v` of the rows this sluice writes: 2 added `v`, `conn`, `addr` and
 /// `reason` (rows without `v` are version 1).

@@ -72,6 +72,7 @@ impl Drop for ConnSlot {
 }
 
 /// What is known of an exchange for its log line and refusal message.
+#[derive(Clone)]
 pub struct Exchange {
     pub kind: Kind,
     pub method: Method,
@@ -234,6 +235,8 @@ pub struct Row {
     counters: Option<RelayBytes>,
     /// Or fixed totals (up, down).
     pub bytes: (u64, u64),
+    /// Written when dropped (a [`Row::disarm`]ed row is not).
+    armed: bool,
 }
 
 impl Row {
@@ -245,7 +248,33 @@ impl Row {
             status,
             counters: None,
             bytes: (0, 0),
+            armed: true,
         }
+    }
+
+    /// The row of a request on its way upstream: written (status 499,
+    /// note `client-left`) if the exchange ends before its response head
+    /// arrives, so a request that reached the upstream always has a row.
+    /// [`Row::disarm`] it once the response (or a refusal) takes over.
+    pub fn on_its_way(
+        ctx: Arc<ConnCtx>,
+        ex: &Exchange,
+        verdict: &Verdict,
+        up: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Row {
+        let mut ex = ex.clone();
+        ex.note = Some(crate::log::CLIENT_LEFT);
+        let mut row = Row::new(ctx, ex, verdict.clone(), 499);
+        row.counters = Some(RelayBytes {
+            up,
+            ..RelayBytes::default()
+        });
+        row
+    }
+
+    /// Not written after all: another row says what happened.
+    pub fn disarm(mut self) {
+        self.armed = false;
     }
 
     /// Logs the totals of these counters when the row is written.
@@ -267,6 +296,9 @@ impl Row {
 
 impl Drop for Row {
     fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
         let bytes = match &self.counters {
             Some(c) => (
                 c.up.load(std::sync::atomic::Ordering::Relaxed),

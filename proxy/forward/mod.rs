@@ -198,6 +198,7 @@ pub async fn relay(
         timeout: snap.limits.connect_timeout,
     };
     let sent_at = Instant::now();
+    let on_its_way = Row::on_its_way(ctx.clone(), &ex, &verdict, bytes_up.clone());
     let first_byte = snap.limits.first_byte_timeout;
     let sent = tokio::time::timeout(first_byte, send(&up, &admitted, &origin, up_req, upgrade))
         .await
@@ -207,6 +208,7 @@ pub async fn relay(
                 secs: first_byte.as_secs(),
             })
         });
+    on_its_way.disarm();
     let (resp, sender, addr) = match sent {
         Ok(x) => x,
         Err(e) => return ctx.refuse(&ex, e.refusal()),

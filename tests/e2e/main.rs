@@ -23,5 +23,6 @@ mod owners;
 mod snapshots;
 mod taint;
 mod tls;
+mod trail;
 mod util;
 mod websocket;
