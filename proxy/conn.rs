@@ -256,6 +256,7 @@ async fn plan_tunnel(
     )
     .then(|| tls.server.clone())
     .flatten();
+    let waiting = Row::while_deciding(ctx, task, &ex);
     let verdict = admit(
         &ctx.shared,
         &ctx.task,
@@ -270,6 +271,9 @@ async fn plan_tunnel(
         },
     )
     .await;
+    if let Some(w) = waiting {
+        w.disarm();
+    }
     let (admission, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => return Err((ex, r)),

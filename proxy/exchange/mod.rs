@@ -272,6 +272,25 @@ impl Row {
         row
     }
 
+    /// In `allow_mode = "ask"` a request may wait on a person: if its
+    /// client leaves meanwhile, this row (deny, 499, `client-left`) says
+    /// so. `None` in other modes (nothing waits there).
+    pub fn while_deciding(ctx: &Arc<ConnCtx>, task: &TaskConfig, ex: &Exchange) -> Option<Row> {
+        if task.rules.allow_mode != policy::AllowMode::Ask {
+            return None;
+        }
+        let mut ex = ex.clone();
+        ex.note = Some(crate::log::CLIENT_LEFT);
+        let why = Refusal::new(
+            Rule::NotAllowed,
+            format!(
+                "the client left before sluice decided on {} (allow_mode = \"ask\": a person may have been asked)",
+                ex.url
+            ),
+        );
+        Some(Row::new(ctx.clone(), ex, Verdict::Deny(why), 499))
+    }
+
     /// Not written after all: another row says what happened.
     pub fn disarm(mut self) {
         self.armed = false;

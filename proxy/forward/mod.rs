@@ -151,7 +151,11 @@ pub async fn relay(
         path,
         content_type,
     };
+    let waiting = Row::while_deciding(&ctx, task, &ex);
     let verdict = admit(shared, &ctx.task, task, target, host_header, sent).await;
+    if let Some(w) = waiting {
+        w.disarm();
+    }
     let (admitted, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => {
