@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tracing::Instrument;
 
 use crate::config::Snapshot;
-use crate::exchange::{self, admit, task_gone, ConnCtx, Exchange, Row};
+use crate::exchange::{self, task_gone, ConnCtx, Exchange, Row};
 use crate::intercept::Tunnel;
 use crate::log::Kind;
 use crate::policy::{self, target::parse_authority, Refusal, Rule, Target};
@@ -256,24 +256,13 @@ async fn plan_tunnel(
     )
     .then(|| tls.server.clone())
     .flatten();
-    let waiting = Row::while_deciding(ctx, task, &ex);
-    let verdict = admit(
-        &ctx.shared,
-        &ctx.task,
-        task,
-        &target,
-        &hh,
-        exchange::Sent {
-            body: intercept.is_none(),
-            method: "CONNECT",
-            path: None,
-            content_type: None,
-        },
-    )
-    .await;
-    if let Some(w) = waiting {
-        w.disarm();
-    }
+    let sent = exchange::Sent {
+        body: intercept.is_none(),
+        method: "CONNECT",
+        path: None,
+        content_type: None,
+    };
+    let verdict = exchange::admit_for(ctx, task, &target, &hh, &ex, sent).await;
     let (admission, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => return Err((ex, r)),

@@ -426,6 +426,24 @@ pub async fn admit(
     }
 }
 
+/// [`admit`] for a client's request: in ask mode, a client that leaves
+/// while a person is asked still gets its row ([`Row::while_deciding`]).
+pub async fn admit_for(
+    ctx: &Arc<ConnCtx>,
+    task: &TaskConfig,
+    target: &Target,
+    host_header: &HostHeader,
+    ex: &Exchange,
+    sent: Sent<'_>,
+) -> Verdict<Admission> {
+    let waiting = Row::while_deciding(ctx, task, ex);
+    let verdict = admit(&ctx.shared, &ctx.task, task, target, host_header, sent).await;
+    if let Some(w) = waiting {
+        w.disarm();
+    }
+    verdict
+}
+
 /// What a question is about.
 struct Asked<'a> {
     target: &'a Target,

@@ -16,7 +16,7 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 
 use crate::config::{Snapshot, TaskConfig};
-use crate::exchange::{self, admit, ConnCtx, Exchange, Row};
+use crate::exchange::{self, ConnCtx, Exchange, Row};
 use crate::log::Kind;
 use crate::policy::{
     target::parse_authority, HostHeader, Refusal, Rule, TaintMode, Target, Verdict,
@@ -142,7 +142,7 @@ pub async fn relay(
     // known to be empty.
     let body = ex.body || (req.version() == Version::HTTP_2 && !req.body().is_end_stream());
     let mut ex = Exchange { body, ..ex };
-    let (shared, host_header, method) = (&ctx.shared, &out.host_header, ex.method.as_str());
+    let (host_header, method) = (&out.host_header, ex.method.as_str());
     let content_type = content_type(req.headers());
     let (path, content_type) = (ex.path.as_deref(), content_type.as_deref());
     let sent = crate::exchange::Sent {
@@ -151,11 +151,7 @@ pub async fn relay(
         path,
         content_type,
     };
-    let waiting = Row::while_deciding(&ctx, task, &ex);
-    let verdict = admit(shared, &ctx.task, task, target, host_header, sent).await;
-    if let Some(w) = waiting {
-        w.disarm();
-    }
+    let verdict = exchange::admit_for(&ctx, task, target, host_header, &ex, sent).await;
     let (admitted, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => {
@@ -204,14 +200,12 @@ pub async fn relay(
     let sent_at = Instant::now();
     let on_its_way = Row::on_its_way(ctx.clone(), &ex, &verdict, bytes_up.clone());
     let first_byte = snap.limits.first_byte_timeout;
-    let sent = tokio::time::timeout(first_byte, send(&up, &admitted, &origin, up_req, upgrade))
-        .await
-        .unwrap_or_else(|_| {
-            Err(UpstreamError::FirstByteTimeout {
-                target: target.to_string(),
-                secs: first_byte.as_secs(),
-            })
-        });
+    let sent = send_timed(
+        first_byte,
+        target,
+        send(&up, &admitted, &origin, up_req, upgrade),
+    )
+    .await;
     on_its_way.disarm();
     let (resp, sender, addr) = match sent {
         Ok(x) => x,
@@ -232,6 +226,22 @@ pub async fn relay(
         bytes_up,
     };
     respond_with(ctx, snap, back, resp, (sender, addr), (ex, verdict))
+}
+
+/// Sends, waiting at most `first_byte` for the response head.
+async fn send_timed<T>(
+    first_byte: std::time::Duration,
+    target: &Target,
+    sending: impl std::future::Future<Output = Result<T, UpstreamError>>,
+) -> Result<T, UpstreamError> {
+    tokio::time::timeout(first_byte, sending)
+        .await
+        .unwrap_or_else(|_| {
+            Err(UpstreamError::FirstByteTimeout {
+                target: target.to_string(),
+                secs: first_byte.as_secs(),
+            })
+        })
 }
 
 /// The Host an upstream is sent: the port only when it is not the
