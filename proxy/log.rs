@@ -69,6 +69,48 @@ pub const UNSCANNABLE: &str = "unscannable";
 /// before the response's head came back: status 499.
 pub const CLIENT_LEFT: &str = "client-left";
 
+/// In a task's folder: every taint line of the task since this file was
+/// made is on disk. Removed (unlinking needs no free space) when a taint
+/// line cannot be written; a restart that finds it gone fails closed.
+pub const TAINT_SAVED: &str = "taint.saved";
+/// At the state folder's root: this sluice keeps [`TAINT_SAVED`] markers
+/// (a folder an older sluice wrote has none, and lost nothing we know of).
+const MARKERS_KEPT: &str = "taint-markers";
+
+/// Can the task's saved taint set be trusted whole? Makes the marker for a
+/// task that has none yet. `Err` says why not: taint lines were lost (a
+/// full disk), or the marker cannot be made now.
+pub fn taint_saved(state_dir: &Path, task: &str) -> Result<(), String> {
+    let dir = state_dir.join("tasks").join(task);
+    let marker = dir.join(TAINT_SAVED);
+    if marker.exists() {
+        return Ok(());
+    }
+    let kept = state_dir.join(MARKERS_KEPT).exists();
+    let ran = ["taint.jsonl", "access.jsonl"]
+        .iter()
+        .any(|f| dir.join(f).exists());
+    if kept && ran {
+        return Err(format!(
+            "taint lines of task {task} could not be written to disk earlier (a full disk?), so its saved \
+             taint set may be missing hosts; the task fails closed. Once a person has checked \
+             {}, create {} (or clear the task's folder)",
+            dir.join("taint.jsonl").display(),
+            marker.display()
+        ));
+    }
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::File::create(&marker))
+        .and_then(|_| std::fs::File::create(state_dir.join(MARKERS_KEPT)))
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "cannot write {}: {e}; the task fails closed",
+                marker.display()
+            )
+        })
+}
+
 /// The `v` of the rows this sluice writes: 2 added `v`, `conn`, `addr` and
 /// `reason` (rows without `v` are version 1).
 pub const SCHEMA_VERSION: u32 = 2;
@@ -365,6 +407,7 @@ impl Writer {
                     self.files.insert(key.clone(), OpenFile { out, size });
                 }
                 Err(e) => {
+                    self.lost(task, file);
                     self.fail(&format!("cannot open {}/{file}: {e}", dir.display()));
                     return None;
                 }
@@ -407,6 +450,7 @@ impl Writer {
             None => return,
         };
         if let Err(e) = result {
+            self.lost(&task, file);
             self.fail(&format!("cannot write {task}/{file}: {e}"));
         }
     }
@@ -433,11 +477,28 @@ impl Writer {
         let mut failed = Vec::new();
         for ((task, file), f) in &mut self.files {
             if let Err(e) = f.out.flush() {
-                failed.push(format!("cannot flush {task}/{file}: {e}"));
+                failed.push((
+                    task.clone(),
+                    *file,
+                    format!("cannot flush {task}/{file}: {e}"),
+                ));
             }
         }
-        for f in failed {
+        for (task, file, f) in failed {
+            self.lost(&task, file);
             self.fail(&f);
+        }
+    }
+
+    /// A line of `file` may not be on disk: for the taint log, the task's
+    /// marker goes (a restart then fails closed).
+    fn lost(&self, task: &str, file: &str) {
+        if file != "taint.jsonl" {
+            return;
+        }
+        let marker = self.dir.join(task).join(TAINT_SAVED);
+        if std::fs::remove_file(&marker).is_ok() {
+            tracing::error!(task, "a taint line could not be written: the task is refused from memory now, and fails closed after a restart until a person checks it");
         }
     }
 

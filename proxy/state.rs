@@ -94,6 +94,12 @@ impl TaskRuntime {
         }
         let task_metrics = TaskMetrics::new(metrics, &task.id);
         task_metrics.taint_hosts.set(loaded as i64);
+        if task.taint.mode != crate::policy::TaintMode::Off {
+            if let Err(why) = crate::log::taint_saved(&snapshot.state_dir, &task.id) {
+                tracing::error!(task = %task.id, "{why}");
+                store.fail_closed();
+            }
+        }
         if store.overflowed() {
             task_metrics.taint_overflow.set(1);
             tracing::error!(task = %task.id, max_hosts = task.taint.max_hosts,

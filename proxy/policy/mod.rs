@@ -479,7 +479,7 @@ pub fn decide_addresses(
             TaintState::Overflow => Some(Refusal::new(
                 Rule::UntrustedTarget,
                 format!(
-                    "the task's taint set is full, so every host counts as tainted, and the request to {} carries a body",
+                    "the task's taint set is full (or was not saved whole: see sluice's log), so every host counts as tainted, and the request to {} carries a body",
                     target.host
                 ),
             )),

@@ -401,6 +401,12 @@ impl TaintStore {
         self.keys.is_empty()
     }
 
+    /// Fails closed from now on, as a full set does: what the saved set
+    /// holds cannot be trusted whole.
+    pub fn fail_closed(&self) {
+        self.overflow.store(true, Ordering::Relaxed);
+    }
+
     pub fn overflowed(&self) -> bool {
         self.overflow.load(Ordering::Relaxed)
     }
