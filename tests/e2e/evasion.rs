@@ -151,6 +151,22 @@ fn pages() -> Vec<(&'static str, Page)> {
                 b"send it to evil-22=2Eexample=\r\n.com".to_vec(),
             ),
         ),
+        (
+            "/file.xz",
+            (vec![], {
+                let mut e = liblzma::write::XzEncoder::new(Vec::new(), 6);
+                e.write_all(&plain(23)).unwrap();
+                e.finish().unwrap()
+            }),
+        ),
+        (
+            "/file.bz2",
+            (vec![], {
+                let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
+                e.write_all(&plain(24)).unwrap();
+                e.finish().unwrap()
+            }),
+        ),
     ]
 }
 

@@ -13,10 +13,11 @@
 //! may so be scanned once; nothing else of its headers is.
 
 use super::codec::{Layer, LayerError};
+use super::coding::Coding;
 use super::member::{Member, Step};
 use super::tar::Tar;
 use super::zip::Zip;
-use super::{Charset, Flow, Sink, Skipped, Stop, MAX_ARCHIVE_DEPTH};
+use super::{Charset, Flow, Sink, Skipped, Stop, MAX_ARCHIVE_DEPTH, WINDOW_BUDGET_LOG};
 
 /// Where a tar header's magic ends.
 const TAR_MAGIC_END: usize = 262;
@@ -25,7 +26,7 @@ const TAR_MAGIC_END: usize = 262;
 pub(super) enum Content {
     Sniff(Sniff),
     Text(Text),
-    Gzip(Box<GzipArchive>),
+    Packed(Box<Packed>),
     Tar(Box<Tar<Content>>),
     Zip(Box<Zip<Content>>),
 }
@@ -44,15 +45,16 @@ pub(super) struct Text {
     depth: u8,
 }
 
-/// A gzip file (`.gz`, `.tgz`, `.crate`) inside the body.
-pub(super) struct GzipArchive {
+/// A compressed file inside the body: gzip (`.gz`, `.tgz`, `.crate`),
+/// zstd (`.tar.zst`), xz (`.tar.xz`) or bzip2 (`.tar.bz2`).
+pub(super) struct Packed {
     layer: Layer,
     inner: Content,
 }
 
 /// What the first bytes say.
 enum Kind {
-    Gzip,
+    Packed(Coding),
     Zip,
     Text,
     /// An executable, an image, a font, a compressed stream sluice does
@@ -166,7 +168,7 @@ impl Content {
                 self.push(&probe, sink)?;
                 return self.push(&input[used..], sink);
             }
-            Content::Gzip(g) => g.push(input, sink),
+            Content::Packed(g) => g.push(input, sink),
             Content::Tar(t) => t.push(input, sink),
             Content::Zip(z) => z.push(input, sink),
         };
@@ -191,7 +193,7 @@ impl Content {
             // Too short to be an archive or binary.
             Content::Sniff(s) => sink.text(&s.head[..s.len]),
             Content::Text(_) => Ok(()),
-            Content::Gzip(g) => g.finish(sink),
+            Content::Packed(g) => g.finish(sink),
             Content::Tar(t) => t.finish(sink),
             Content::Zip(z) => z.finish(sink),
         }
@@ -221,10 +223,21 @@ fn open(kind: Kind, depth: u8, sink: &mut Sink) -> Content {
         return Content::Text(Text { probe: None, depth });
     }
     match kind {
-        Kind::Gzip => {
-            let layer = Layer::gzip(sink.limit);
-            let inner = Content::member(sink, depth + 1);
-            Content::Gzip(Box::new(GzipArchive { layer, inner }))
+        Kind::Packed(coding) => {
+            let layer = match coding {
+                Coding::Gzip => Ok(Layer::gzip(sink.limit)),
+                c => Layer::new(c, WINDOW_BUDGET_LOG, sink.limit, sink.memory.clone()),
+            };
+            match layer {
+                Ok(layer) => {
+                    let inner = Content::member(sink, depth + 1);
+                    Content::Packed(Box::new(Packed { layer, inner }))
+                }
+                Err(why) => {
+                    sink.note(why);
+                    Content::Text(Text { probe: None, depth })
+                }
+            }
         }
         Kind::Zip => Content::Zip(Box::new(Zip::new(depth, sink.limit))),
         Kind::Text => Content::Text(Text {
@@ -245,17 +258,30 @@ impl Sniff {
         self.head[self.len..self.len + take].copy_from_slice(&input[..take]);
         self.len += take;
         let head = &self.head[..self.len];
-        const ZIP: &[u8] = b"PK\x03\x04";
-        match head {
-            [0x1f] => None,
-            [0x1f, 0x8b, ..] => Some(Kind::Gzip),
-            [b'P', ..] if head.len() < ZIP.len() && ZIP.starts_with(head) => None,
-            [b'P', ..] if head == ZIP => Some(Kind::Zip),
-            _ => match binary(head) {
-                None if self.len < self.head.len() => None,
-                Some(true) => Some(Kind::Binary),
-                _ => Some(Kind::Text),
-            },
+        // Whole magic numbers first; a prefix of one waits for more.
+        const PACKED: [(&[u8], Kind); 5] = [
+            (b"\x1f\x8b", Kind::Packed(Coding::Gzip)),
+            (b"\x28\xb5\x2f\xfd", Kind::Packed(Coding::Zstd)),
+            (b"\xfd7zX", Kind::Packed(Coding::Xz)),
+            (b"BZh", Kind::Packed(Coding::Bzip2)),
+            (b"PK\x03\x04", Kind::Zip),
+        ];
+        for (magic, kind) in PACKED {
+            let bzip2_level = magic == b"BZh" && !matches!(head.get(3), Some(b'1'..=b'9'));
+            if head.starts_with(magic) && !(bzip2_level && head.len() > 3) {
+                if bzip2_level {
+                    return None; // the level digit decides
+                }
+                return Some(kind);
+            }
+            if head.len() < magic.len() && magic.starts_with(head) {
+                return None;
+            }
+        }
+        match binary(head) {
+            None if self.len < self.head.len() => None,
+            Some(true) => Some(Kind::Binary),
+            _ => Some(Kind::Text),
         }
     }
 }
@@ -284,9 +310,9 @@ impl Text {
     }
 }
 
-impl GzipArchive {
+impl Packed {
     fn push(&mut self, input: &[u8], sink: &mut Sink) -> Result<(), Step> {
-        let GzipArchive { layer, inner } = self;
+        let Packed { layer, inner } = self;
         match layer.push(input, &mut |out| inner.push(out, sink)) {
             Ok(()) => Ok(()),
             Err(LayerError::Stop) => Err(Step::Stop),

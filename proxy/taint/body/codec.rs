@@ -14,6 +14,7 @@ use super::flate::{Deflate, Gzip};
 use super::memory::Memory;
 use super::text::{HtmlText, QuotedPrintable};
 use super::windowed::{Brotli, Zstd};
+use super::xzbz::{Bzip2, Xz};
 use super::{Flow, Skipped, Stop};
 
 /// Input a layer keeps at least (and at most twice that), to rescan raw if
@@ -65,6 +66,9 @@ impl Layer {
             Coding::DeflateRaw => Codec::Deflate(Deflate::raw()),
             Coding::QuotedPrintable => Codec::Qp(QuotedPrintable::default()),
             Coding::HtmlText => Codec::Html(HtmlText::default()),
+            Coding::Xz => Codec::Xz(Box::new(Xz::file(memory))),
+            Coding::ZipLzma => Codec::Xz(Box::new(Xz::zip_entry(memory))),
+            Coding::Bzip2 => Codec::Bzip2(Box::new(Bzip2::new(memory))),
             Coding::Brotli => Codec::Brotli(Box::new(Brotli::new(window_log, memory))),
             Coding::Zstd => Codec::Zstd(Zstd::new(window_log, memory)?),
         };
@@ -181,6 +185,8 @@ enum Codec {
     Deflate(Deflate),
     Qp(QuotedPrintable),
     Html(HtmlText),
+    Xz(Box<Xz>),
+    Bzip2(Box<Bzip2>),
     Brotli(Box<Brotli>),
     Zstd(Zstd),
 }
@@ -192,6 +198,8 @@ impl Codec {
             Codec::Deflate(d) => d.decode(input, out),
             Codec::Qp(d) => d.decode(input, out).map_err(Fail::from),
             Codec::Html(d) => d.decode(input, out).map_err(Fail::from),
+            Codec::Xz(d) => d.decode(input, out),
+            Codec::Bzip2(d) => d.decode(input, out),
             Codec::Brotli(d) => d.decode(input, out),
             Codec::Zstd(d) => d.decode(input, out),
         }
@@ -203,6 +211,8 @@ impl Codec {
             Codec::Gzip(d) => d.at_end(),
             Codec::Deflate(d) => d.at_end(),
             Codec::Qp(_) | Codec::Html(_) => true,
+            Codec::Xz(d) => d.at_end(),
+            Codec::Bzip2(d) => d.at_end(),
             Codec::Brotli(d) => d.at_end(),
             Codec::Zstd(d) => d.at_end(),
         }
@@ -214,6 +224,8 @@ impl Codec {
             Codec::Deflate(_) => Coding::Deflate,
             Codec::Qp(_) => Coding::QuotedPrintable,
             Codec::Html(_) => Coding::HtmlText,
+            Codec::Xz(_) => Coding::Xz,
+            Codec::Bzip2(_) => Coding::Bzip2,
             Codec::Brotli(_) => Coding::Brotli,
             Codec::Zstd(_) => Coding::Zstd,
         }

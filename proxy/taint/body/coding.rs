@@ -23,6 +23,10 @@ pub(super) enum Coding {
     /// quoted-printable undone, and HTML's rendered text.
     QuotedPrintable,
     HtmlText,
+    /// Inside bodies only (archives): `.xz`, a zip entry's LZMA, bzip2.
+    Xz,
+    ZipLzma,
+    Bzip2,
     Brotli,
     Zstd,
 }
@@ -54,6 +58,9 @@ impl Coding {
             Coding::Deflate | Coding::DeflateRaw => "deflate",
             Coding::QuotedPrintable => "quoted-printable",
             Coding::HtmlText => "html text",
+            Coding::Xz => "xz",
+            Coding::ZipLzma => "lzma",
+            Coding::Bzip2 => "bzip2",
             Coding::Brotli => "br",
             Coding::Zstd => "zstd",
         }

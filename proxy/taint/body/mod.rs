@@ -1,14 +1,16 @@
 //! Scanning a response body as it is relayed: undo its Content-Encoding
-//! and open the archives it is (gzip, tar, zip) for the scanner, while the
-//! client still receives the original bytes untouched.
+//! and open the archives it is (gzip, zstd, xz, bzip2, tar, zip) for the
+//! scanner, while the client still receives the original bytes untouched.
 //!
 //! Owns: the decoding pipeline of one body ([`BodyScanner`]):
-//! Content-Encoding layers (`codec`, with the decoders in `flate` and
-//! `windowed`, and what they share in `coding`), the sniffing of decoded
-//! content for archive magic and the archive readers (`archive`, `tar`,
-//! `zip`, and what they share in `member`), and the bounds on all of it.
-//! Imports go one way: `codec` → `flate`, `windowed` → `coding`, and
-//! `archive` → `tar`, `zip` → `member`.
+//! Content-Encoding layers (`codec`, with the decoders in `flate`,
+//! `windowed` and `xzbz`, the text readings in `text`, and what they share
+//! in `coding`), the memory pools window decoders draw from (`memory`),
+//! why a body was not scanned as described (`skipped`), the sniffing of
+//! decoded content for archive magic and the archive readers (`archive`,
+//! `tar`, `zip`, and what they share in `member`), and the bounds on all
+//! of it. Imports go one way: `codec` → `flate`, `windowed`, `xzbz`,
+//! `text` → `coding`, `memory`, and `archive` → `tar`, `zip` → `member`.
 //! Must not: do I/O, decide anything, buffer a body or an archive entry,
 //! stop scanning before the body or `max_scan_bytes` ends, or hand the
 //! scanner compressed bytes it can decode instead.
@@ -57,9 +59,11 @@ mod coding;
 mod flate;
 mod member;
 pub mod memory;
+mod skipped;
 mod tar;
 mod text;
 mod windowed;
+mod xzbz;
 mod zip;
 
 #[cfg(test)]
@@ -74,6 +78,7 @@ pub use archive::starts_binary;
 use archive::Content;
 use codec::{Broke, Layer, LayerError};
 use coding::Coding;
+pub use skipped::Skipped;
 
 /// Content-Encoding layers undone at most (curl stops at five too).
 pub const MAX_CODINGS: usize = 5;
@@ -116,82 +121,6 @@ pub struct Fed {
     pub cut: Option<Skipped>,
 }
 
-/// Why the body was not scanned exactly as its encoding describes: it was
-/// cut at the limit, or part of it was scanned as raw bytes.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Skipped {
-    /// `max_scan_bytes` bytes of the body (as sent) were scanned; the rest
-    /// was not.
-    #[error(
-        "stopped after max_scan_bytes ({0}) bytes of the body; the rest was relayed unscanned \
-         (raise [task.taint] max_scan_bytes to scan further)"
-    )]
-    Limit(u64),
-    /// Fewer than `max_scan_bytes` bytes decoded to more than
-    /// [`DECODED_PER_WIRE`] times that: a decompression bomb. Fails closed.
-    #[error(
-        "the body decoded to more than {0} bytes from less than max_scan_bytes on the wire \
-         (a decompression bomb); sluice cut it"
-    )]
-    Expanded(u64),
-    /// The decoders' memory pools (per task, in total) are dry. Fails
-    /// closed.
-    #[error(
-        "a {coding} layer needs more window memory than its task or sluice may hold now; \
-         sluice cut the response"
-    )]
-    NoMemory { coding: &'static str },
-    /// A Content-Encoding sluice does not decode.
-    #[error(
-        "Content-Encoding {0:?} is not one sluice decodes (gzip, x-gzip, deflate, br, zstd, \
-         identity); the body was scanned as raw bytes from that layer on"
-    )]
-    UnknownCoding(String),
-    /// More layers than [`MAX_CODINGS`].
-    #[error(
-        "Content-Encoding lists {0} codings, more than the {MAX_CODINGS} sluice undoes; \
-         what the outer {MAX_CODINGS} decode to was scanned as it is"
-    )]
-    TooManyCodings(usize),
-    /// A zstd frame or brotli stream needs a window beyond the budget
-    /// (`allowed`, in bytes). Fails closed: a client would read it.
-    #[error(
-        "a {coding} layer needs a window larger than the {} MiB sluice allows it; \
-         sluice cut the response",
-        .allowed >> 20
-    )]
-    WindowTooLarge { coding: &'static str, allowed: u64 },
-    /// A layer (or a gzip archive) did not decode.
-    #[error(
-        "the {coding} data could not be decoded ({reason}); \
-         it was scanned as raw bytes from there on"
-    )]
-    Undecodable {
-        coding: &'static str,
-        reason: String,
-    },
-    /// A tar or zip archive could not be read further.
-    #[error("the {kind} archive could not be read ({reason}); the rest was scanned as raw bytes")]
-    Archive { kind: &'static str, reason: String },
-    /// Archives nested deeper than [`MAX_ARCHIVE_DEPTH`].
-    #[error(
-        "archives are nested more than {MAX_ARCHIVE_DEPTH} deep; the innermost was scanned \
-         as raw bytes"
-    )]
-    TooDeep,
-}
-
-impl Skipped {
-    /// Must the response be cut rather than relayed (a client would read
-    /// what sluice could not)?
-    pub fn fails_closed(&self) -> bool {
-        matches!(
-            self,
-            Skipped::Expanded(_) | Skipped::NoMemory { .. } | Skipped::WindowTooLarge { .. }
-        )
-    }
-}
-
 /// Reaching the scan limit: every stage stops.
 #[derive(Debug)]
 pub(super) struct Stop;
@@ -211,6 +140,8 @@ pub(super) struct Sink {
     scanned: u64,
     limit: u64,
     skipped: Option<Skipped>,
+    /// The pools archives' decoders draw from (xz, zstd, bzip2 inside).
+    memory: Option<memory::Memory>,
     /// A second reading of the body: a layer that fails ends it (the first
     /// reading scans the raw bytes).
     quiet: bool,
@@ -220,6 +151,7 @@ impl Sink {
     fn new(limit: u64, body_charset: Charset, owners: OwnerHosts) -> Sink {
         Sink {
             quiet: false,
+            memory: None,
             scanner: scanner_for(body_charset, &owners),
             body_charset,
             owners,
@@ -411,6 +343,7 @@ impl BodyScanner {
     /// Draws the zstd and brotli windows from `memory` (its task's and the
     /// process's pools); a window they cannot grant cuts the response.
     pub fn with_memory(mut self, memory: memory::Memory) -> BodyScanner {
+        self.sink.memory = Some(memory.clone());
         for layer in &mut self.layers {
             layer.draw_from(&memory);
         }

@@ -7,16 +7,18 @@
 //! central directory's end record: what follows it (the archive comment)
 //! is scanned raw. An entry this reader cannot follow ends the reading,
 //! and the rest of the body is scanned raw (fail closed): an encrypted
-//! entry, a compression method other than stored (0) or deflate (8), a
-//! stored entry with a data descriptor (its end cannot be found while
-//! streaming), data that does not inflate, or bytes where a header
-//! should be.
+//! entry, a compression method other than stored (0), deflate (8), bzip2
+//! (12) or LZMA (14), a stored, bzip2 or LZMA entry with a data descriptor
+//! (its end cannot be found while streaming), data that does not decode,
+//! or bytes where a header should be.
 //!
 //! Must not: buffer more than a header and its extra field (64 KiB), or
 //! inflate more than the limit.
 
 use flate2::Decompress;
 
+use super::codec::{Layer, LayerError};
+use super::coding::Coding;
 use super::flate::{inflate, InflateError};
 use super::member::{Member, Step};
 use super::{Flow, Sink, Skipped, Stop};
@@ -47,6 +49,10 @@ enum State {
         left: u64,
     },
     Deflated,
+    /// bzip2 or LZMA data: `left` compressed bytes, through `packed`.
+    Packed {
+        left: u64,
+    },
     /// A data descriptor's first 4 bytes: its signature or the CRC.
     Descriptor,
     /// The 42 bytes of a central directory header after its signature.
@@ -80,6 +86,8 @@ pub(super) struct Zip<M> {
     /// The entry's stream.
     content: Option<M>,
     inflate: Option<Decompress>,
+    /// The bzip2 or LZMA decoder of the entry.
+    packed: Option<Layer>,
     /// Inflated bytes, bounded by `limit`.
     produced: u64,
     limit: u64,
@@ -119,6 +127,7 @@ impl<M: Member> Zip<M> {
             entry: Entry::default(),
             content: None,
             inflate: None,
+            packed: None,
             produced: 0,
             limit,
             in_central: false,
@@ -180,6 +189,14 @@ impl<M: Member> Zip<M> {
                     };
                 }
                 State::Deflated => i += self.inflate_some(&input[i..], i, sink)?,
+                State::Packed { left } => {
+                    let take = left.min((input.len() - i) as u64) as usize;
+                    self.unpack(&input[i..i + take], i, sink)?;
+                    i += take;
+                    self.state = State::Packed {
+                        left: left - take as u64,
+                    };
+                }
             }
         }
     }
@@ -193,7 +210,8 @@ impl<M: Member> Zip<M> {
                     self.start_entry(sink);
                     continue;
                 }
-                State::Stored { left: 0 } => {
+                State::Stored { left: 0 } | State::Packed { left: 0 } => {
+                    self.packed = None;
                     self.finish(sink)?;
                     State::Sig
                 }
@@ -257,12 +275,12 @@ impl<M: Member> Zip<M> {
             return Err(unreadable("an entry is encrypted", Vec::new(), i));
         }
         match e.method {
-            0 if e.flags & HAS_DESCRIPTOR != 0 => Err(unreadable(
-                "a stored entry has a data descriptor: its end cannot be found while streaming",
+            0 | 12 | 14 if e.flags & HAS_DESCRIPTOR != 0 => Err(unreadable(
+                format!("an entry (method {}) has a data descriptor: its end cannot be found while streaming", e.method),
                 Vec::new(),
                 i,
             )),
-            0 | 8 => {
+            0 | 8 | 12 | 14 => {
                 self.state = State::Name {
                     left: u64::from(le16(&b, 22)),
                 };
@@ -281,6 +299,19 @@ impl<M: Member> Zip<M> {
         self.read_zip64();
         self.buf = Vec::new();
         self.content = Some(M::member(sink, self.depth + 1));
+        let coding = match self.entry.method {
+            12 => Some(Coding::Bzip2),
+            14 => Some(Coding::ZipLzma),
+            _ => None,
+        };
+        if let Some(c) = coding {
+            // No window: the window budget does not apply.
+            self.packed = Layer::new(c, 0, self.limit, sink.memory.clone()).ok();
+            self.state = State::Packed {
+                left: self.entry.csize,
+            };
+            return;
+        }
         self.state = if self.entry.method == 0 {
             State::Stored {
                 left: self.entry.csize,
@@ -362,6 +393,26 @@ impl<M: Member> Zip<M> {
             return Err(unreadable("inflate stopped taking input", Vec::new(), i));
         }
         Ok(used)
+    }
+
+    /// Decodes bzip2 or LZMA entry data (at offset `i` of the push).
+    fn unpack(&mut self, input: &[u8], i: usize, sink: &mut Sink) -> Result<(), Step> {
+        let (Some(layer), content) = (self.packed.as_mut(), &mut self.content) else {
+            return Err(unreadable("no decoder for an entry", Vec::new(), i));
+        };
+        let r = layer.push(input, &mut |out| match content.as_mut() {
+            Some(c) => c.push(out, sink),
+            None => Ok(()),
+        });
+        match r {
+            Ok(()) => Ok(()),
+            Err(LayerError::Stop) => Err(Step::Stop),
+            Err(LayerError::Broke(b)) => Err(unreadable(
+                format!("an entry's data does not decode: {}", b.why),
+                Vec::new(),
+                i,
+            )),
+        }
     }
 
     /// Ends the open entry, if any.

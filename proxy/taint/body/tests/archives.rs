@@ -113,7 +113,7 @@ fn unreadable_archives_are_scanned_raw() {
     let bad_gzip = [&gzip(PAGE)[..10], &host[4..]].concat();
     let cut_zip = zip(&[("a", b"x", Method::Stored)], b"")[..31].to_vec();
     let unknown_method = zip(
-        &[("a", b"x", Method::Bzip2), ("b", host, Method::Stored)],
+        &[("a", b"x", Method::Ppmd), ("b", host, Method::Stored)],
         b"",
     );
     let cases = vec![

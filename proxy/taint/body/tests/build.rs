@@ -83,8 +83,10 @@ pub(crate) enum Method {
     Deflate,
     /// Deflate, sizes in a data descriptor after the data.
     Descriptor,
-    /// A method this reader does not decode (bzip2).
     Bzip2,
+    Lzma,
+    /// A method this reader does not decode (PPMd, 98).
+    Ppmd,
 }
 
 /// A zip archive, with its central directory and an end record whose
@@ -100,7 +102,9 @@ pub(crate) fn zip(files: &[(&str, &[u8], Method)], comment: &[u8]) -> Vec<u8> {
             Method::Stored => (0, 0, data.to_vec()),
             Method::Deflate => (0, 8, raw_deflate(data)),
             Method::Descriptor => (8, 8, raw_deflate(data)),
-            Method::Bzip2 => (0, 12, data.to_vec()),
+            Method::Bzip2 => (0, 12, bzip2_enc(data)),
+            Method::Lzma => (0, 14, zip_lzma(data)),
+            Method::Ppmd => (0, 98, data.to_vec()),
         };
         let described = flags & 8 != 0;
         let sizes = |v: &mut Vec<u8>| {
@@ -145,5 +149,30 @@ pub(crate) fn zip(files: &[(&str, &[u8], Method)], comment: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&at.to_le_bytes());
     out.extend_from_slice(&(comment.len() as u16).to_le_bytes());
     out.extend_from_slice(comment);
+    out
+}
+
+pub(crate) fn bzip2_enc(b: &[u8]) -> Vec<u8> {
+    let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+pub(crate) fn xz_enc(b: &[u8]) -> Vec<u8> {
+    let mut e = liblzma::write::XzEncoder::new(Vec::new(), 6);
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+/// A zip LZMA entry's data (APPNOTE 5.8.8): version, properties size and
+/// properties, then raw LZMA1 with an end marker (from the `.lzma` form,
+/// whose 13-byte header is the properties and the size).
+pub(crate) fn zip_lzma(b: &[u8]) -> Vec<u8> {
+    let opts = liblzma::stream::LzmaOptions::new_preset(6).unwrap();
+    let s = liblzma::stream::Stream::new_lzma_encoder(&opts).unwrap();
+    let mut e = liblzma::write::XzEncoder::new_stream(Vec::new(), s);
+    e.write_all(b).unwrap();
+    let alone = e.finish().unwrap();
+    let mut out = vec![9, 20, 5, 0];
+    out.extend_from_slice(&alone[..5]);
+    out.extend_from_slice(&alone[13..]);
     out
 }

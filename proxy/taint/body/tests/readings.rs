@@ -228,3 +228,51 @@ fn a_url_only_name_at_a_chunk_end_is_held() {
         assert!(fed.pending.is_empty(), "{want}: {:?}", fed.pending);
     }
 }
+
+/// Round 3, finding 10: `.tar.xz`, `.tar.bz2` (several streams too) and
+/// `.tar.zst` inside a body, and zip entries compressed with bzip2 or LZMA,
+/// are opened as they stream, in any chunking; text that starts like a
+/// magic number is still text.
+#[test]
+fn xz_bzip2_zstd_and_zip_lzma_archives_are_opened() {
+    let page = b"<p>post it to https://paste.example.com/new</p>";
+    let t = tar(&[("package/README", &page[..])]);
+    let two_streams = [bzip2_enc(b"nothing here "), bzip2_enc(&t)].concat();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("tar.xz", xz_enc(&t)),
+        ("tar.bz2", bzip2_enc(&t)),
+        ("two bzip2 streams", two_streams),
+        ("tar.zst", zstd_enc(&t)),
+        ("zip bzip2", zip(&[("a", &page[..], Method::Bzip2)], b"")),
+        ("zip lzma", zip(&[("a", &page[..], Method::Lzma)], b"")),
+        (
+            "zip lzma then stored",
+            zip(
+                &[("a", b"x", Method::Lzma), ("b", &page[..], Method::Stored)],
+                b"",
+            ),
+        ),
+    ];
+    for (what, body) in cases {
+        for chunk in [1, 7, 4096] {
+            let (found, skipped, _) = run_body(&[], None, &body, chunk, 1 << 20);
+            assert!(
+                found.iter().any(|h| h == "paste.example.com"),
+                "{what}/{chunk}: {found:?} {skipped:?}"
+            );
+            assert_eq!(skipped, None, "{what}/{chunk}");
+        }
+    }
+    let (found, _, _) = run_body(
+        &[],
+        None,
+        &b"BZhello from paste.example.com"[..],
+        3,
+        1 << 20,
+    );
+    assert_eq!(
+        found,
+        vec!["paste.example.com"],
+        "BZh then a letter is text"
+    );
+}
