@@ -102,12 +102,42 @@ impl QuotedPrintable {
     }
 }
 
-/// Inline elements: a browser renders the text on both sides as one run.
-const INLINE: [&[u8]; 30] = [
-    b"a", b"abbr", b"b", b"bdi", b"bdo", b"big", b"cite", b"code", b"data", b"del", b"dfn", b"em",
-    b"font", b"i", b"ins", b"kbd", b"label", b"mark", b"q", b"s", b"samp", b"small", b"span",
-    b"strike", b"strong", b"sub", b"sup", b"time", b"tt", b"u",
-];
+/// Inline elements: a browser renders the text on both sides as one run
+/// (a `match`, not a list search: it runs at every tag's end).
+fn inline(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"a" | b"abbr"
+            | b"b"
+            | b"bdi"
+            | b"bdo"
+            | b"big"
+            | b"cite"
+            | b"code"
+            | b"data"
+            | b"del"
+            | b"dfn"
+            | b"em"
+            | b"font"
+            | b"i"
+            | b"ins"
+            | b"kbd"
+            | b"label"
+            | b"mark"
+            | b"q"
+            | b"s"
+            | b"samp"
+            | b"small"
+            | b"span"
+            | b"strike"
+            | b"strong"
+            | b"sub"
+            | b"sup"
+            | b"time"
+            | b"tt"
+            | b"u"
+    )
+}
 
 /// Longest tag name kept (longer ones are not inline).
 const NAME_MAX: usize = 8;
@@ -128,11 +158,35 @@ enum Html {
     Bang { dashes: u8 },
 }
 
-/// HTML's rendered text, split-safe across chunks.
+/// Bytes a name (or a URL or an address around it) can be made of, escapes
+/// included: what an inline tag inside it joins.
+fn joins(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || b >= 0x80
+        || matches!(
+            b,
+            b'-' | b'.' | b'_' | b'&' | b'#' | b';' | b'%' | b'\\' | b':' | b'/' | b'@'
+        )
+}
+
+/// A run longer than this is no name: only its end is kept.
+const RUN_MAX: usize = 512;
+
+/// HTML's rendered text, split-safe across chunks. Only what rendering
+/// changes is passed on: a run of name bytes that an inline tag or a
+/// comment joins (`g05` + `</b>` + `.example.com`), each on a line of its
+/// own. Text without such a join is the first reading's alone, so this
+/// reading costs one `memchr` pass over text and a step through each tag.
 #[derive(Default)]
 pub(super) struct HtmlText {
     state: Html,
     name: [u8; NAME_MAX],
+    /// The run of name bytes being read (its last [`RUN_MAX`] bytes).
+    run: Vec<u8>,
+    /// An inline tag or comment ended, no text since.
+    after_inline: bool,
+    /// The run was joined by one: it is passed on as it grows.
+    joined: bool,
 }
 
 impl HtmlText {
@@ -142,19 +196,101 @@ impl HtmlText {
             len: 0,
             down,
         };
-        for &b in input {
-            self.state = self.step(b, &mut out)?;
+        let mut i = 0;
+        while i < input.len() {
+            // Jump to the next byte that can change the state.
+            let skip = match self.state {
+                Html::Text => {
+                    let k = memchr::memchr(b'<', &input[i..]).map_or(input.len(), |k| i + k);
+                    self.text(&input[i..k], &mut out)?;
+                    i = k;
+                    if k < input.len() {
+                        self.state = Html::Open;
+                        i += 1;
+                    }
+                    continue;
+                }
+                Html::Tag {
+                    named: true,
+                    quote: 0,
+                    ..
+                } => memchr::memchr3(b'>', b'"', b'\'', &input[i..]),
+                Html::Tag { quote, .. } if quote != 0 => memchr::memchr(quote, &input[i..]),
+                Html::Comment { dashes: 0 } => memchr::memchr(b'-', &input[i..]),
+                _ => Some(0),
+            };
+            match skip {
+                Some(k) => i += k,
+                None => return out.flush(),
+            }
+            self.state = self.step(input[i], &mut out)?;
+            i += 1;
         }
         out.flush()
     }
 
+    /// Rendered text between tags.
+    fn text(&mut self, t: &[u8], out: &mut Out<'_>) -> Flow {
+        if t.is_empty() {
+            return Ok(());
+        }
+        let joins_start = self.after_inline && !self.run.is_empty();
+        if !self.joined && !joins_start {
+            // Nothing joins at its start: only its last run matters.
+            self.after_inline = false;
+            match t.iter().rposition(|&b| !joins(b)) {
+                Some(last) => {
+                    self.run.clear();
+                    return self.grow(&t[last + 1..], out);
+                }
+                None => return self.grow(t, out),
+            }
+        }
+        let first_break = t.iter().position(|&b| !joins(b));
+        let lead = &t[..first_break.unwrap_or(t.len())];
+        if self.after_inline && !self.run.is_empty() && !lead.is_empty() && !self.joined {
+            self.joined = true;
+            for &b in &self.run {
+                out.push(b)?;
+            }
+        }
+        self.after_inline = false;
+        self.grow(lead, out)?;
+        let Some(k) = first_break else {
+            return Ok(());
+        };
+        self.end_run(out)?;
+        let last_break = t.iter().rposition(|&b| !joins(b)).unwrap_or(k);
+        self.grow(&t[last_break + 1..], out)
+    }
+
+    /// The run grows by `bytes` (passed on once joined).
+    fn grow(&mut self, bytes: &[u8], out: &mut Out<'_>) -> Flow {
+        if self.joined {
+            for &b in bytes {
+                out.push(b)?;
+            }
+        }
+        self.run.extend_from_slice(bytes);
+        if self.run.len() > RUN_MAX {
+            self.run.drain(..self.run.len() - RUN_MAX);
+        }
+        Ok(())
+    }
+
+    /// The run ends (a break in the text, or a tag that ends a line).
+    fn end_run(&mut self, out: &mut Out<'_>) -> Flow {
+        if std::mem::take(&mut self.joined) {
+            out.push(b'\n')?;
+        }
+        self.run.clear();
+        self.after_inline = false;
+        Ok(())
+    }
+
     fn step(&mut self, b: u8, out: &mut Out<'_>) -> Result<Html, super::Stop> {
         Ok(match (self.state, b) {
-            (Html::Text, b'<') => Html::Open,
-            (Html::Text, b) => {
-                out.push(b)?;
-                Html::Text
-            }
+            (Html::Text, _) => Html::Text,
             (Html::Open, b'!') => Html::Bang { dashes: 0 },
             (Html::Open, b'/') => Html::Tag {
                 len: 0,
@@ -169,10 +305,13 @@ impl HtmlText {
                     quote: 0,
                 }
             }
-            // `<` that starts no tag is text.
+            // `<` that starts no tag is text (and breaks a run).
+            (Html::Open, b'<') => {
+                self.text(b"<", out)?;
+                Html::Open
+            }
             (Html::Open, b) => {
-                out.push(b'<')?;
-                out.push(b)?;
+                self.text(&[b'<', b], out)?;
                 Html::Text
             }
             (Html::Bang { dashes }, b'-') if dashes < 2 => match dashes {
@@ -184,14 +323,19 @@ impl HtmlText {
                 named: true,
                 quote: 0,
             },
-            (Html::Comment { dashes }, b'>') if dashes >= 2 => Html::Text,
+            (Html::Comment { dashes }, b'>') if dashes >= 2 => {
+                self.after_inline = true;
+                Html::Text
+            }
             (Html::Comment { dashes }, b'-') => Html::Comment {
                 dashes: dashes.saturating_add(1),
             },
             (Html::Comment { .. }, _) => Html::Comment { dashes: 0 },
             (Html::Tag { quote: 0, len, .. }, b'>') => {
-                if !INLINE.contains(&&self.name[..usize::from(len)]) || len == 0 {
-                    out.push(b'\n')?;
+                if inline(&self.name[..usize::from(len)]) {
+                    self.after_inline = true;
+                } else {
+                    self.end_run(out)?;
                 }
                 Html::Text
             }
@@ -262,17 +406,22 @@ mod tests {
 
     #[test]
     fn html_as_a_browser_renders_it() {
-        let cases: [(&[u8], &str); 7] = [
+        // Only runs that an inline tag or a comment joins are passed on.
+        let cases: [(&[u8], &str); 8] = [
             (b"<b>g05</b>.example.com", "g05.example.com"),
             (
                 b"<span class=\"x>y\">paste</span><!-- hi -->.<i>example</i>.com",
                 "paste.example.com",
             ),
-            (b"end.</p><p>Next", "end.\n\nNext"),
-            (b"a < b and c<3", "a < b and c<3"),
-            (b"<SPAN>x</SPAN>.<Strong>y</Strong>", "x.y"),
-            (b"<br>a<br/>b", "\na\nb"),
-            (b"<verylongtagname>x", "\nx"),
+            (
+                b"send to https://<b>evil</b>.example.com/x now",
+                "https://evil.example.com/x\n",
+            ),
+            (b"end.</p><p>Next", ""),
+            (b"a < b and c<3", ""),
+            (b"<SPAN>x</SPAN>.<Strong>y</Strong>.com", "x.y.com"),
+            (b"plain text with x.example.com only", ""),
+            (b"a<br>b<verylongtagname>c", ""),
         ];
         for (html, want) in cases {
             for chunk in [1, 2, 5, 64] {

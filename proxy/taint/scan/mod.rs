@@ -104,6 +104,7 @@ mod entities;
 mod escape;
 mod fast;
 mod judge;
+mod pad;
 mod path;
 mod token;
 mod triggers;
@@ -199,6 +200,8 @@ pub struct Scanner {
     /// reported as [`Seen::Weak`] (they count only where an allow-list
     /// names them); names in URL context count.
     urls_only: bool,
+    /// Padding bytes (`-`, `_`, `.`) in a row at the last chunk's end.
+    pad: usize,
 }
 
 impl Default for Scanner {
@@ -227,6 +230,7 @@ impl Scanner {
             owners: None,
             cap: None,
             urls_only: false,
+            pad: 0,
         }
     }
 
@@ -311,7 +315,7 @@ impl Scanner {
     /// it, or an escape or a non-ASCII dot that may give one. So the
     /// scanner jumps with memchr from one such trigger to the next and
     /// steps byte by byte only through the token around a trigger.
-    fn feed_bytes(&mut self, chunk: &[u8], found: &mut impl FnMut(Named)) {
+    fn feed_run(&mut self, chunk: &[u8], found: &mut impl FnMut(Named)) {
         let n = chunk.len();
         let mut i = 0;
         let mut next = Triggers::new(chunk);
