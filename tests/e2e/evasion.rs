@@ -167,6 +167,19 @@ fn pages() -> Vec<(&'static str, Page)> {
                 e.finish().unwrap()
             }),
         ),
+        (
+            "/padded",
+            (vec![], {
+                let mut b = vec![b'-'; 1100];
+                b.extend_from_slice(b"https://");
+                b.extend_from_slice(name(25).as_bytes());
+                b.extend_from_slice(&[b'-'; 1100]);
+                b.extend_from_slice(b" and ");
+                b.extend_from_slice(name(25).as_bytes());
+                b.extend_from_slice(&[b'_'; 1100]);
+                b
+            }),
+        ),
     ]
 }
 
