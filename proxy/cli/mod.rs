@@ -1,19 +1,19 @@
 //! cli: the `sluice` subcommands. Parses nothing itself (clap does, in
 //! `main.rs`); turns a command into a call and an exit code.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{self, Intercept, Snapshot, TaskConfig};
+use crate::config::{self, Intercept};
 
+mod check;
 mod env;
 mod health;
 mod report;
 
-use crate::policy::{AllowMode, TaintMode};
+pub use check::check_report;
 use env::client_env;
 use health::healthcheck;
 use report::{report, ReportOutput};
@@ -42,6 +42,9 @@ pub enum Command {
         /// The config file (default: the embedded config/default.toml).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// One table row per task instead of a block with one host a line.
+        #[arg(long)]
+        wide: bool,
     },
     /// Destinations each task actually reached, from the access logs.
     Report {
@@ -92,6 +95,12 @@ pub enum Command {
         /// (HOST, or HOST:PORT; repeat it). Default: none.
         #[arg(long, value_name = "HOST[:PORT]")]
         allow: Vec<String>,
+        /// Private addresses the command may reach although not public, as
+        /// a CIDR or one IP (repeat it): where the allowed names resolve to
+        /// private addresses, as behind a company mirror. Own addresses of
+        /// sluice stay refused.
+        #[arg(long, value_name = "CIDR")]
+        allow_private: Vec<String>,
         /// Shadow mode: relay every public host (IP literals and private
         /// addresses are still refused), and end with the allow line that
         /// admits exactly what the command reached.
@@ -291,6 +300,7 @@ pub fn execute(cli: Cli) -> ExitCode {
             config,
             task,
             allow,
+            allow_private,
             learn,
             intercept,
             state,
@@ -300,6 +310,7 @@ pub fn execute(cli: Cli) -> ExitCode {
             config,
             task,
             allow,
+            allow_private,
             learn,
             intercept: intercept.map(InterceptArg::into),
             state,
@@ -308,12 +319,30 @@ pub fn execute(cli: Cli) -> ExitCode {
         }),
         Command::ExecGuest(a) => crate::exec::guest::main(a),
         Command::ExecLaunch { command } => crate::exec::launch::main(command),
-        Command::Allow(a) => answer(a.config, &a.task, "allow", &a.destination),
-        Command::Deny(a) => answer(a.config, &a.task, "deny", &a.destination),
+        Command::Allow(a) => answer(a.config, a.task.as_deref(), "allow", &a.destination),
+        Command::Deny(a) => answer(a.config, a.task.as_deref(), "deny", &a.destination),
         Command::Untaint(a) => untaint(a),
-        Command::Check { config } => {
-            printed(config::load(config.as_deref(), 1).map(|s| check_report(&s)))
+        Command::Check { config, wide } => {
+            printed(config::load(config.as_deref(), 1).map(|s| check_report(&s, wide)))
         }
+    }
+}
+
+/// Writes `text` to stdout. A reader that has gone (`| head -1`) ends
+/// the command quietly with status 0, as other command-line tools do,
+/// instead of a panic.
+pub(crate) fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("sluice: cannot write to stdout: {e}");
+        std::process::exit(1);
     }
 }
 
@@ -321,7 +350,7 @@ pub fn execute(cli: Cli) -> ExitCode {
 fn printed<E: std::fmt::Display>(r: Result<String, E>) -> ExitCode {
     match r {
         Ok(text) => {
-            print!("{text}");
+            out(&text);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -332,13 +361,13 @@ fn printed<E: std::fmt::Display>(r: Result<String, E>) -> ExitCode {
 }
 
 /// `sluice allow` / `sluice deny`.
-fn answer(config: Option<PathBuf>, task: &str, verb: &str, dest: &str) -> ExitCode {
+fn answer(config: Option<PathBuf>, task: Option<&str>, verb: &str, dest: &str) -> ExitCode {
     match config::load(config.as_deref(), 1)
         .map_err(|e| e.to_string())
         .and_then(|s| health::answer(&s, task, verb, dest))
     {
         Ok(said) => {
-            print!("{said}");
+            out(&said);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -355,7 +384,7 @@ fn untaint(a: UntaintArgs) -> ExitCode {
         .and_then(|s| health::untaint(&s, a.task.as_deref(), &a.name))
     {
         Ok(said) => {
-            print!("{said}");
+            out(&said);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -386,9 +415,9 @@ pub struct AnswerArgs {
     /// The config sluice runs with (its [admin] listen is asked).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// The task asking.
+    /// The task asking (default: the config's only task).
     #[arg(long)]
-    task: String,
+    task: Option<String>,
     /// The destination, as in allow.
     #[arg(value_name = "HOST[:PORT]")]
     destination: String,
@@ -456,145 +485,4 @@ fn ca(action: CaAction) -> ExitCode {
         None => ca::show(&dir),
     };
     printed(result)
-}
-
-/// `sluice check`'s table: one row per task; `!` marks anything wider than
-/// the defaults.
-pub fn check_report(s: &Snapshot) -> String {
-    let mut out = format!("config {} is valid: {} task(s)\n", s.source, s.tasks.len());
-    let header = [
-        "TASK",
-        "LISTEN",
-        "ALLOW",
-        "ALLOW_MODE",
-        "TAINT",
-        "INTERCEPT",
-        "PRIVATE",
-    ];
-    let mut rows: Vec<Vec<String>> = vec![header.map(String::from).to_vec()];
-    rows.extend(s.tasks.iter().map(|t| check_row(t).to_vec()));
-    out.push_str(&crate::report::aligned(&rows, |_| false));
-    out.push_str(
-        "! = wider than the default: a shadow mode, taint exemptions or off, no \
-         interception, private ranges, or a private or metadata address in allow\n",
-    );
-    for w in &s.warnings {
-        out.push_str(&format!("warning: {w}\n"));
-    }
-    out
-}
-
-/// One task's row of the `sluice check` table.
-fn check_row(t: &TaskConfig) -> [String; 7] {
-    let allow_mode = match t.rules.allow_mode {
-        AllowMode::Enforce => "enforce".to_string(),
-        AllowMode::Shadow => "!shadow".to_string(),
-        AllowMode::Ask => "ask".to_string(),
-    };
-    let listen = t
-        .listen
-        .iter()
-        .map(|l| l.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    [
-        t.id.clone(),
-        listen,
-        allow_column(t),
-        allow_mode,
-        taint_column(t),
-        intercept_column(t),
-        private_column(t),
-    ]
-}
-
-/// The ALLOW column: ports grouped per host, "github.com:80,443".
-fn allow_column(t: &TaskConfig) -> String {
-    let mut by_host: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for entry in t.rules.allow.sorted() {
-        if let Some((h, p)) = entry.rsplit_once(':') {
-            by_host
-                .entry(h.to_string())
-                .or_default()
-                .push(p.to_string());
-        }
-    }
-    if by_host.is_empty() {
-        return "(nothing)".to_string();
-    }
-    by_host
-        .iter()
-        .map(|(h, ports)| {
-            let mut ports = ports.clone();
-            ports.sort_by_key(|p| p.parse::<u32>().unwrap_or(0));
-            // Admitted as listed, but not a public destination.
-            let ip = h.trim_start_matches('[').trim_end_matches(']');
-            let mark = match ip.parse::<std::net::IpAddr>() {
-                Ok(ip) if crate::policy::addr::classify(ip).is_err() => "!",
-                _ => "",
-            };
-            format!("{mark}{h}:{}", ports.join(","))
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// The TAINT column: the mode, then exemptions and a raised `max_hosts`.
-fn taint_column(t: &TaskConfig) -> String {
-    let mut taint = match t.taint.mode {
-        TaintMode::Enforce => "enforce".to_string(),
-        TaintMode::Shadow => "!shadow".to_string(),
-        TaintMode::Off => "!off".to_string(),
-    };
-    if !t.taint.exempt.is_empty() {
-        let mut ex: Vec<_> = t.taint.exempt.iter().cloned().collect();
-        ex.sort();
-        taint.push_str(&format!(" !exempt={}", ex.join(",")));
-    }
-    if t.taint.max_hosts > 100_000 {
-        taint.push_str(&format!(" !max_hosts={}", t.taint.max_hosts));
-    }
-    // Forges beyond the built-in ones are tainted by owner, not whole.
-    let defaults = crate::policy::owners::default_roots();
-    let extra: Vec<&str> = t
-        .taint
-        .by_owner
-        .roots()
-        .into_iter()
-        .filter(|r| !defaults.iter().any(|d| d == r))
-        .collect();
-    if !extra.is_empty() {
-        taint.push_str(&format!(" !by_owner+={}", extra.join(",")));
-    }
-    taint
-}
-
-/// The INTERCEPT column: the setting, then the passthrough hosts.
-fn intercept_column(t: &TaskConfig) -> String {
-    let mut intercept = match t.intercept {
-        Intercept::All => "all".to_string(),
-        Intercept::None => "!none".to_string(),
-    };
-    if !t.passthrough.is_empty() {
-        let mut p: Vec<_> = t.passthrough.iter().cloned().collect();
-        p.sort();
-        intercept.push_str(&format!(" !passthrough={}", p.join(",")));
-    }
-    intercept
-}
-
-/// The PRIVATE column: the private ranges allowed, or "-".
-fn private_column(t: &TaskConfig) -> String {
-    if t.rules.allow_private.is_empty() {
-        return "-".to_string();
-    }
-    format!(
-        "!{}",
-        t.rules
-            .allow_private
-            .iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    )
 }

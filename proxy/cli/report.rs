@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::StateArgs;
+use super::{out, StateArgs};
 
 /// What `sluice report` prints.
 pub(super) struct ReportOutput {
@@ -44,6 +44,7 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
     eprintln!("sluice: report of {}", dir.display());
     if o.follow {
         let color = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        // Ends when the reader goes (`| head`): quietly, as `out` does.
         let _ = crate::report::follow::follow(&dir, task, since, color, &mut std::io::stdout());
         return ExitCode::SUCCESS;
     }
@@ -65,7 +66,7 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
             return print_json(&rows);
         }
         for r in &rows {
-            println!("{}", crate::report::follow::line(r, false));
+            out(&format!("{}\n", crate::report::follow::line(r, false)));
         }
         return ExitCode::SUCCESS;
     }
@@ -98,13 +99,12 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
     // What taint changes comes first, then the destinations.
     let raw = crate::report::rows(&dir, task, since);
     for t in &tasks {
-        print!(
-            "{}",
-            crate::report::taint::leading(&dir, t, &rows, &raw, o.taint)
-        );
+        out(&crate::report::taint::leading(
+            &dir, t, &rows, &raw, o.taint,
+        ));
     }
     if !o.taint {
-        print!("{}", crate::report::table(&rows));
+        out(&crate::report::table(&rows));
     }
     ExitCode::SUCCESS
 }
@@ -113,7 +113,7 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
 fn print_json(v: &impl serde::Serialize) -> ExitCode {
     match serde_json::to_string_pretty(v) {
         Ok(s) => {
-            println!("{s}");
+            out(&format!("{s}\n"));
             ExitCode::SUCCESS
         }
         Err(e) => fail(1, e),
@@ -149,9 +149,9 @@ fn allow_lines(dir: &Path, task: Option<&str>, rows: &[crate::report::Destinatio
             );
         }
         if task.is_none() {
-            println!("# task {t}");
+            out(&format!("# task {t}\n"));
         }
-        print!("{line}");
+        out(&line);
     }
     ExitCode::SUCCESS
 }

@@ -116,6 +116,76 @@ fn changes(old: &TaskConfig, new: &TaskConfig) -> Vec<String> {
     out
 }
 
+/// What changed outside the tasks: the resolver, the admin and metrics
+/// listeners, the state folder, limits, logs and upstream roots. Settings
+/// a reload cannot apply say so ("after a restart").
+pub fn global_changes(old: &Snapshot, new: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    let (o, n) = (&old.resolver, &new.resolver);
+    if o.nameservers != n.nameservers {
+        out.push(format!(
+            "resolver.nameservers {} → {}",
+            nameservers(&o.nameservers),
+            nameservers(&n.nameservers)
+        ));
+    }
+    let names = |h: &std::collections::HashMap<String, Vec<std::net::IpAddr>>,
+                 other: &std::collections::HashMap<String, Vec<std::net::IpAddr>>| {
+        let mut v: Vec<&str> = h
+            .iter()
+            .filter(|(k, a)| other.get(*k) != Some(*a))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        v.sort_unstable();
+        v.join(",")
+    };
+    let (added, dropped) = (names(&n.hosts, &o.hosts), names(&o.hosts, &n.hosts));
+    if !added.is_empty() || !dropped.is_empty() {
+        out.push(format!("resolver.hosts +{added} -{dropped}"));
+    }
+    let listen =
+        |l: &Option<super::ListenAddr>| l.as_ref().map_or("none".to_string(), |l| l.to_string());
+    let restart = [
+        ("admin.listen", listen(&old.admin), listen(&new.admin)),
+        (
+            "admin.metrics_listen",
+            listen(&old.metrics_listen),
+            listen(&new.metrics_listen),
+        ),
+        (
+            "state_dir",
+            old.state_dir.display().to_string(),
+            new.state_dir.display().to_string(),
+        ),
+    ];
+    for (name, before, after) in restart {
+        if before != after {
+            out.push(format!("{name} {before} → {after} (after a restart)"));
+        }
+    }
+    for (name, differs) in [
+        ("limits", old.limits != new.limits),
+        ("logs", old.logs != new.logs),
+        ("upstream.extra_roots", old.extra_roots != new.extra_roots),
+        ("publish_ca", old.publish_ca != new.publish_ca),
+    ] {
+        if differs {
+            out.push(format!("{name} changed"));
+        }
+    }
+    out
+}
+
+fn nameservers(n: &super::Nameservers) -> String {
+    match n {
+        super::Nameservers::System => "system".to_string(),
+        super::Nameservers::List(l) => {
+            let v: Vec<String> = l.iter().map(|a| a.to_string()).collect();
+            v.join(",")
+        }
+    }
+}
+
 /// `Shadow` → `shadow`.
 fn word(v: &impl Debug) -> String {
     format!("{v:?}").to_lowercase()
@@ -151,5 +221,29 @@ mod tests {
             ]
         );
         assert!(task_changes(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn names_resolver_admin_and_other_settings() {
+        let task = "[[task]]\nid = \"b\"\nlisten = [\"tcp:127.0.0.1:0\"]\n";
+        let old = snap(&format!(
+            "[admin]\nlisten = \"tcp:127.0.0.1:9\"\n[resolver]\nnameservers = [\"127.0.0.1:53\"]\n\
+             [resolver.hosts]\n\"a.example.com\" = [\"127.0.0.1\"]\n{task}"
+        ));
+        let new = snap(&format!(
+            "[admin]\nlisten = \"tcp:127.0.0.1:10\"\n[resolver]\nnameservers = [\"127.0.0.2:53\"]\n\
+             [resolver.hosts]\n\"b.example.com\" = [\"127.0.0.1\"]\n[limits]\ndrain_secs = 3\n{task}"
+        ));
+        assert_eq!(
+            global_changes(&old, &new),
+            vec![
+                "resolver.nameservers 127.0.0.1:53 → 127.0.0.2:53".to_string(),
+                "resolver.hosts +b.example.com -a.example.com".to_string(),
+                "admin.listen tcp:127.0.0.1:9 → tcp:127.0.0.1:10 (after a restart)".to_string(),
+                "limits changed".to_string(),
+            ]
+        );
+        assert!(global_changes(&new, &new).is_empty());
+        assert!(task_changes(&old, &new).is_empty());
     }
 }

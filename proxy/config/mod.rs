@@ -27,6 +27,7 @@ use std::time::Duration;
 use crate::policy::{TaintMode, TaskRules};
 pub use listen::ListenAddr;
 use raw::RawConfig;
+pub use task::private_net;
 use validator::Validator;
 
 /// The embedded default config (`config/default.toml`).
@@ -311,7 +312,15 @@ pub fn validate(
                 v.problems.push(Problem {
                     line: u.span.map(|s| v.line_of(s.start)),
                     key: task_key(&r, u.key),
-                    message: "unknown key (the README's Config reference lists every key)".into(),
+                    message: match u.nearest {
+                        Some(k) => format!(
+                            "unknown key; did you mean `{k}`? (the config reference, \
+                             docs/src/config.md, lists every key)"
+                        ),
+                        None => "unknown key (the config reference, docs/src/config.md, \
+                                 lists every key)"
+                            .into(),
+                    },
                 });
             }
             r

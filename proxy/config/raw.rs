@@ -117,6 +117,90 @@ pub struct Unknown {
     /// `logs.rotate`, `task[1].alow`.
     pub key: String,
     pub span: Option<std::ops::Range<usize>>,
+    /// The known key of the same table nearest to it, if one is near.
+    pub nearest: Option<&'static str>,
+}
+
+/// Every key each table knows, for "did you mean". A key missing here only
+/// loses its suggestion; the test below checks each one is accepted.
+const KNOWN: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "state_dir",
+            "publish_ca",
+            "unix_mode",
+            "admin",
+            "resolver",
+            "upstream",
+            "limits",
+            "logs",
+            "task",
+        ],
+    ),
+    ("admin", &["listen", "metrics_listen"]),
+    ("resolver", &["nameservers", "hosts"]),
+    ("upstream", &["extra_roots"]),
+    (
+        "limits",
+        &[
+            "max_connections_per_task",
+            "header_timeout_secs",
+            "max_header_bytes",
+            "connect_timeout_secs",
+            "first_byte_timeout_secs",
+            "tunnel_idle_timeout_secs",
+            "drain_secs",
+        ],
+    ),
+    ("logs", &["rotate_bytes", "keep", "stdout"]),
+    (
+        "task",
+        &[
+            "id",
+            "listen",
+            "allow",
+            "allow_mode",
+            "ask_timeout_secs",
+            "allow_private",
+            "intercept",
+            "passthrough",
+            "taint",
+        ],
+    ),
+    (
+        "task.taint",
+        &[
+            "mode",
+            "exempt",
+            "max_hosts",
+            "max_scan_bytes",
+            "self",
+            "by_owner",
+            "related",
+        ],
+    ),
+];
+
+/// The known key of the table at `steps` (the unknown key last) nearest
+/// to the unknown one, as clap suggests a subcommand.
+fn nearest(steps: &[Step]) -> Option<&'static str> {
+    let (Step::Key(typed), parent) = steps.split_last()? else {
+        return None;
+    };
+    let table: Vec<&str> = parent
+        .iter()
+        .filter_map(|s| match s {
+            Step::Key(k) => Some(k.as_str()),
+            Step::Index(_) => None,
+        })
+        .collect();
+    let (_, keys) = KNOWN.iter().find(|(t, _)| *t == table.join("."))?;
+    keys.iter()
+        .map(|k| (strsim::jaro_winkler(typed, k), *k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
 }
 
 /// One step of a path into the document.
@@ -137,6 +221,7 @@ pub fn parse(text: &str) -> Result<(RawConfig, Vec<Unknown>), toml::de::Error> {
         .map(|p| Unknown {
             key: render(&p),
             span: doc.as_ref().and_then(|d| span_of(d.get_ref(), &p)),
+            nearest: nearest(&p),
         })
         .collect();
     Ok((raw, unknown))
@@ -249,4 +334,54 @@ fn span_of(table: &DeTable, steps: &[Step]) -> Option<std::ops::Range<usize>> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A document with `key = true` in `table`.
+    fn doc(table: &str, key: &str) -> String {
+        let head = match table {
+            "" => String::new(),
+            "task" => "[[task]]\nid = \"a\"\n".to_string(),
+            "task.taint" => "[[task]]\nid = \"a\"\n[task.taint]\n".to_string(),
+            t => format!("[{t}]\n"),
+        };
+        format!("{head}{key} = true\n")
+    }
+
+    #[test]
+    fn every_known_key_is_one_the_config_takes() {
+        for (table, keys) in KNOWN {
+            // The table is written right: a made-up key there is unknown.
+            let (_, unknown) = parse(&doc(table, "zzz")).expect(table);
+            assert_eq!(unknown.len(), 1, "{table}");
+            for key in *keys {
+                // A wrong type is an error, not an unknown key.
+                if let Ok((_, unknown)) = parse(&doc(table, key)) {
+                    assert!(unknown.is_empty(), "{table}.{key}: {unknown:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_typo_gets_the_nearest_key_of_its_own_table() {
+        let cases = [
+            ("task", "alow", Some("allow")),
+            ("task", "allow_privat", Some("allow_private")),
+            ("task.taint", "mood", Some("mode")),
+            ("logs", "rotate", Some("rotate_bytes")),
+            ("", "stat_dir", Some("state_dir")),
+            ("", "colour", None),
+            // Another table's key is not suggested.
+            ("admin", "allow", None),
+        ];
+        for (table, typed, want) in cases {
+            let (_, unknown) = parse(&doc(table, typed)).expect(typed);
+            assert_eq!(unknown.len(), 1, "{typed}");
+            assert_eq!(unknown[0].nearest, want, "{table}.{typed}");
+        }
+    }
 }

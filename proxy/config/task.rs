@@ -212,18 +212,9 @@ impl Validator<'_> {
     fn allow_private(&mut self, items: &[S<String>], id: &str) -> Vec<IpNet> {
         let mut allow_private = Vec::new();
         for c in items {
-            let s = c.get_ref();
-            let parsed = s
-                .parse::<IpNet>()
-                .or_else(|_| s.parse::<IpAddr>().map(IpNet::from));
-            match parsed {
-                Ok(net) if net.trunc() == net => allow_private.push(net),
-                Ok(net) => self.problem(
-                    c,
-                    key(id, "allow_private"),
-                    format!("{s:?} has host bits set; did you mean {}?", net.trunc()),
-                ),
-                Err(_) => self.problem(c, key(id, "allow_private"), format!("{s:?} is not a CIDR")),
+            match private_net(c.get_ref()) {
+                Ok(net) => allow_private.push(net),
+                Err(why) => self.problem(c, key(id, "allow_private"), why),
             }
         }
         allow_private
@@ -430,4 +421,19 @@ fn related_groups(groups: &[Vec<String>]) -> std::collections::HashMap<String, S
         }
     }
     map
+}
+
+/// One `allow_private` entry: a CIDR, or a single IP, without host bits.
+pub fn private_net(s: &str) -> Result<IpNet, String> {
+    let parsed = s
+        .parse::<IpNet>()
+        .or_else(|_| s.parse::<IpAddr>().map(IpNet::from));
+    match parsed {
+        Ok(net) if net.trunc() == net => Ok(net),
+        Ok(net) => Err(format!(
+            "{s:?} has host bits set; did you mean {}?",
+            net.trunc()
+        )),
+        Err(_) => Err(format!("{s:?} is not a CIDR")),
+    }
 }

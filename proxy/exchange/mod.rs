@@ -465,8 +465,8 @@ async fn ask(
         ts: crate::log::now_rfc3339(),
         task: task.id.clone(),
         question: format!(
-            "allow {target}? answer with: sluice allow --task {} {target} (or sluice deny)",
-            task.id
+            "allow {target}? answer with: {} {target} (or sluice deny)",
+            shared.answer_command("allow", &task.id)
         ),
         host: target.host.to_string(),
         port: target.port,

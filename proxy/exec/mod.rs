@@ -43,6 +43,7 @@ pub struct Options {
     pub config: Option<PathBuf>,
     pub task: Option<String>,
     pub allow: Vec<String>,
+    pub allow_private: Vec<String>,
     pub learn: bool,
     pub intercept: Option<Intercept>,
     pub state: Option<PathBuf>,
@@ -145,6 +146,12 @@ fn snapshot(o: &Options, state: &Path) -> Result<Snapshot, String> {
     };
     let mut task = (*chosen).clone();
     task.listen = vec![ListenAddr::Unix(state.join("exec.sock"))];
+    for c in &o.allow_private {
+        let net = config::private_net(c).map_err(|e| format!("--allow-private: {e}"))?;
+        if !task.rules.allow_private.contains(&net) {
+            task.rules.allow_private.push(net);
+        }
+    }
     if o.learn {
         task.rules.allow_mode = AllowMode::Shadow;
         if task.taint.mode == TaintMode::Enforce {

@@ -173,6 +173,11 @@ impl AllowList {
     }
 
     /// Entries sorted for display, `host:port`.
+    /// Every (host, port) entry, in no set order.
+    pub fn entries(&self) -> impl Iterator<Item = (&Host, u16)> {
+        self.entries.iter().map(|(h, p)| (h, *p))
+    }
+
     pub fn sorted(&self) -> Vec<String> {
         let mut v: Vec<_> = self.entries.iter().collect();
         v.sort();
@@ -451,7 +456,9 @@ pub fn decide_addresses(
                             Refusal::new(
                                 Rule::PrivateAddress,
                                 format!(
-                                    "{} resolves to {ip}, {}; list it in allow_private to permit it",
+                                    "{} resolves to {ip}, {}; to permit it, add \"{ip}\" to \
+                                     allow_private in the task's [[task]] section of the config \
+                                     (sluice exec: --allow-private {ip})",
                                     target.host,
                                     why.describe()
                                 ),

@@ -5,12 +5,17 @@ use std::process::Command;
 use crate::util::*;
 
 fn check(config: &str) -> (i32, String, String) {
+    check_with(config, &[])
+}
+
+fn check_with(config: &str, args: &[&str]) -> (i32, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.toml");
     std::fs::write(&path, config).unwrap();
     let out = Command::new(bin())
         .args(["check", "--config"])
         .arg(&path)
+        .args(args)
         .output()
         .unwrap();
     (
@@ -20,9 +25,7 @@ fn check(config: &str) -> (i32, String, String) {
     )
 }
 
-#[test]
-fn check_prints_one_row_per_task_with_marks() {
-    let cfg = r#"
+const TWO_TASKS: &str = r#"
 [[task]]
 id = "build"
 listen = ["tcp:127.0.0.1:3128"]
@@ -38,7 +41,10 @@ intercept = "none"
 [task.taint]
 mode = "off"
 "#;
-    let (code, out, err) = check(cfg);
+
+#[test]
+fn check_wide_prints_one_row_per_task_with_marks() {
+    let (code, out, err) = check_with(TWO_TASKS, &["--wide"]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].contains("is valid: 2 task(s)"), "{out}");
@@ -55,16 +61,89 @@ mode = "off"
     }
 }
 
+/// Without --wide: a block per task, one host a line, each mark on the
+/// line of what it marks.
+#[test]
+fn check_prints_a_block_per_task_one_host_a_line() {
+    let (code, out, err) = check(TWO_TASKS);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let build = lines.iter().position(|l| *l == "task build").expect(&out);
+    assert_eq!(
+        lines[build + 1],
+        "  listen      tcp:127.0.0.1:3128",
+        "{out}"
+    );
+    assert_eq!(lines[build + 2], "  allow       github.com:443", "{out}");
+    assert_eq!(
+        lines[build + 3],
+        "              registry.npmjs.org:80,443",
+        "{out}"
+    );
+    let agent = lines.iter().position(|l| *l == "task agent").expect(&out);
+    let block = &lines[agent..];
+    for (field, mark) in [
+        ("allow_mode", "!shadow"),
+        ("taint", "!off"),
+        ("intercept", "!none"),
+        ("private", "!10.0.0.0/8"),
+    ] {
+        assert!(
+            block
+                .iter()
+                .any(|l| l.trim_start().starts_with(field) && l.ends_with(mark)),
+            "{field} {mark} in {out}"
+        );
+    }
+}
+
+/// The embedded default: narrow enough for a terminal, and the shipped
+/// default's own choices (its taint exemptions) carry no mark.
 #[test]
 fn check_embedded_default() {
     let out = Command::new(bin()).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("task default"), "{text}");
     assert!(
-        text.contains("default") && text.contains("tcp:127.0.0.1:3128"),
+        text.contains("  listen      tcp:127.0.0.1:3128\n"),
         "{text}"
     );
-    assert!(text.contains("registry.npmjs.org:80,443"), "{text}");
+    assert!(
+        text.contains("\n              registry.npmjs.org:80,443\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("exempt=registry.npmjs.org,registry.yarnpkg.com\n"),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "too wide: {line}");
+        assert!(
+            !line.contains('!') || line.starts_with("! = "),
+            "the default marked: {line}"
+        );
+    }
+    // The same exemption in another config is marked: it is a choice.
+    let (code, out, err) = check(
+        "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"pypi.org\"]\n\
+         [task.taint]\nexempt = [\"pypi.org\", \"registry.npmjs.org\"]\n",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  exempt=registry.npmjs.org\n"), "{out}");
+    assert!(out.contains("  !exempt=pypi.org\n"), "{out}");
+}
+
+/// A mistyped key gets the nearest key of its table.
+#[test]
+fn a_typo_gets_a_suggestion() {
+    let (code, _, err) =
+        check("[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nalow = [\"pypi.org\"]\n");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(":4: task[a].alow: unknown key; did you mean `allow`?"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -199,6 +199,7 @@ fn sha256(data: &[u8]) -> String {
 
 const PAGE: &str = "<p>mirror at https://docs.example.com/mirror</p>\n";
 
+#[cfg(feature = "system-tests")] // python3 with requests
 #[test]
 fn env_output_sets_up_curl_and_python_requests() {
     let r = registry(vec![("/page.html".into(), PAGE.into())], "");
@@ -230,6 +231,7 @@ fn env_output_sets_up_curl_and_python_requests() {
     assert!(!bare.status.success(), "curl without sluice env must fail");
 }
 
+#[cfg(feature = "system-tests")] // git
 #[test]
 fn env_output_sets_up_git_clone_over_dumb_http() {
     let src = tempfile::tempdir().unwrap();
@@ -296,6 +298,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+#[cfg(feature = "system-tests")] // python3 with pip
 #[test]
 fn env_output_sets_up_pip_install_from_a_simple_index() {
     let wheel_name = "requests-2.34.2-py3-none-any.whl";
@@ -328,6 +331,7 @@ fn env_output_sets_up_pip_install_from_a_simple_index() {
     );
 }
 
+#[cfg(feature = "system-tests")] // npm
 #[test]
 fn env_output_sets_up_npm_install_from_a_registry() {
     let packument = String::from_utf8(fixture("ms.packument.json"))

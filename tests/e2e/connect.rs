@@ -166,7 +166,7 @@ fn connect_bad_authorities_are_bad_target() {
 }
 
 /// A refused CONNECT's body is thrown away by most clients: the status
-/// line itself says which rule and why, and Python (so pip) shows it.
+/// line itself says which rule and why.
 #[test]
 fn refused_connect_says_why_in_the_status_line() {
     let dns = FakeDns::start();
@@ -183,6 +183,16 @@ fn refused_connect_says_why_in_the_status_line() {
         status_line,
         "HTTP/1.1 403 not-allowed: other.example.com:443 is not on the task's allow-list"
     );
+}
+
+/// Python (so pip) shows the status line of a refused CONNECT.
+#[cfg(feature = "system-tests")] // python3
+#[test]
+fn python_shows_why_a_connect_was_refused() {
+    let dns = FakeDns::start();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&["pkgs.example.com:443"])
+        .start();
     let py = format!(
         "import http.client\nc = http.client.HTTPConnection('{}')\nc.set_tunnel('other.example.com', 443)\ntry:\n    c.connect()\nexcept OSError as e:\n    print(e)\n",
         s.proxy_addr()

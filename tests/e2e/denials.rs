@@ -98,7 +98,14 @@ fn private_addresses_are_refused() {
         .start();
     let a = via(&s, &format!("http://pkgs.example.com:{}/", up.port()), &[]);
     assert_refused(&a, 403, "private-address");
-    assert!(String::from_utf8_lossy(&a.body).contains("127.0.0.1, a loopback address"));
+    // The sentence says what to add, and where.
+    let said = String::from_utf8_lossy(&a.body);
+    assert!(said.contains("127.0.0.1, a loopback address"), "{said}");
+    assert!(
+        said.contains("add \"127.0.0.1\" to allow_private in the task's [[task]] section")
+            && said.contains("sluice exec: --allow-private 127.0.0.1"),
+        "{said}"
+    );
     let ans = raw(
         &s.proxy_addr(),
         format!("CONNECT pkgs.example.com:{} HTTP/1.1\r\n\r\n", up.port()).as_bytes(),

@@ -181,9 +181,11 @@ fn dns_that_times_out_or_answers_garbage_is_dns_failed() {
     assert_eq!(up.conns(), 0);
 }
 
+#[cfg(feature = "system-tests")] // root (mounts a tmpfs)
 /// A tmpfs mounted for one test, unmounted however the test ends.
 struct Tmpfs(std::path::PathBuf);
 
+#[cfg(feature = "system-tests")]
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount")
@@ -193,6 +195,7 @@ impl Drop for Tmpfs {
     }
 }
 
+#[cfg(feature = "system-tests")] // root (mounts a tmpfs)
 #[test]
 fn full_disk_keeps_policy_enforced_and_reports_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -283,6 +286,7 @@ fn a_stuck_or_gone_stderr_reader_blocks_nothing() {
     }
 }
 
+#[cfg(feature = "system-tests")] // root (mounts a tmpfs)
 /// Round 3, finding 16: a taint line that cannot be written (full disk) is
 /// enforced from memory, and after a restart the task fails closed instead
 /// of forgetting it: the POST stays refused and never reaches upstream.

@@ -541,17 +541,17 @@ fn the_open_file_soft_limit_is_raised_to_the_hard_limit() {
     )
     .unwrap();
     // Started with a soft limit of 256, as a default shell might give it.
-    let mut child = std::process::Command::new("prlimit")
-        .arg(format!("--nofile=256:{hard}"))
+    // `ulimit -Sn` in sh, then exec: the limit is set on sluice itself.
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "ulimit -Sn 256 && exec \"$0\" run --config \"$1\""])
         .arg(bin())
-        .args(["run", "--config"])
         .arg(&path)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .expect("prlimit (util-linux)");
+        .expect("sh runs");
     let pid = child.id().to_string();
-    // Read the limits once sluice itself runs (prlimit has exec'd it) and
+    // Read the limits once sluice itself runs (sh has exec'd it) and
     // has made its state folder, which it does after raising the limit.
     eventually("sluice started", Duration::from_secs(10), || {
         std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sluice")

@@ -406,6 +406,7 @@ pub fn counts(line: &str) -> [u64; 5] {
     std::array::from_fn(|i| f[dest + 5 + i].parse().expect(line))
 }
 
+#[cfg(feature = "system-tests")] // npm (its users need it)
 /// A fake npm registry route: the packument of `left-pad` and its tarball.
 pub fn npm_registry(dir: &std::path::Path) -> Upstream {
     let pkg = dir.join("pkg/package");
@@ -448,6 +449,7 @@ pub fn npm_registry(dir: &std::path::Path) -> Upstream {
     up
 }
 
+#[cfg(feature = "system-tests")] // npm
 #[test]
 fn report_of_an_npm_install_lists_exactly_what_it_reached() {
     let dns = FakeDns::start();

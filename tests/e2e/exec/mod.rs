@@ -115,6 +115,45 @@ fn an_allowed_host_is_reached_and_nothing_else_and_the_status_passes_through() {
     assert_eq!(printed_report(&stderr), text(&report.stdout));
 }
 
+/// A name that resolves to a private address is refused with a sentence
+/// that names the flag; `--allow-private` with that address admits it.
+#[test]
+fn allow_private_admits_what_the_refusal_named() {
+    let up = Upstream::start();
+    let p = up.port();
+    let s = Setup::new(|b| {
+        b.allow(&[format!("pkgs.example.com:{p}")])
+            .allow_private(&[])
+    });
+    let script = format!("curl -s -i http://pkgs.example.com:{p}/x");
+    let out = s.exec(&[], &script);
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("HTTP/1.1 403"), "{stdout}");
+    assert!(
+        stdout.contains("--allow-private 127.0.0.1") && stdout.contains("allow_private"),
+        "{stdout}"
+    );
+    assert_eq!(up.request_count(), 0);
+    let out = s.exec(&["--allow-private", "127.0.0.1"], &script);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("HTTP/1.1 200"),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("hello from upstream"), "{stdout}");
+    assert_eq!(up.request_count(), 1);
+    // A value that is not a CIDR is refused before anything runs.
+    let out = s.exec(&["--allow-private", "10.0.0.1/8"], "echo ran");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("did you mean 10.0.0.0/8"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!text(&out.stdout).contains("ran"));
+}
+
 #[test]
 fn a_post_to_a_host_named_by_a_fetched_page_is_refused() {
     let up = Upstream::start_with(std::sync::Arc::new(|req: &Seen| {

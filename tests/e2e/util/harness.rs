@@ -225,9 +225,9 @@ impl Sluice {
 
     /// Sends a signal (`"TERM"`, `"HUP"`, ...).
     pub fn signal(&self, sig: &str) {
-        let _ = Command::new("kill")
-            .args([&format!("-{sig}"), &self.child.id().to_string()])
-            .status();
+        let sig: nix::sys::signal::Signal = format!("SIG{sig}").parse().expect("a signal name");
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, sig);
     }
 
     /// Waits (bounded, 20 s) for exit; returns the exit code.
