@@ -197,9 +197,17 @@ async fn connect(
     ex.host = target.host.to_string();
     ex.port = target.port;
     ex.url = target.to_string();
-    let tunnel = match plan_tunnel(&ctx, snap, &req, target, ex).await {
+    let inside_tls = refusal_tls(&ctx, snap, &target);
+    let tunnel = match plan_tunnel(&ctx, snap, &req, target.clone(), ex).await {
         Ok(t) => t,
-        Err((ex, r)) => return ctx.refuse(&ex, r),
+        // A refusal is said inside TLS; a failure (no answer from DNS or
+        // the upstream) keeps the status line a client retries on.
+        Err((ex, r)) => match inside_tls {
+            Some(server) if !r.rule.is_failure() => {
+                return refuse_inside_tls(ctx, snap, req, ex, (server, target, r))
+            }
+            _ => return ctx.refuse(&ex, r),
+        },
     };
     let upgrade = hyper::upgrade::on(req);
     // The tunnel task holds the connection's context, and with it its slot
@@ -213,6 +221,58 @@ async fn connect(
             }
             // The tunnel's row is written when `tunnel` drops.
             Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        }
+    });
+    Response::new(respond::empty())
+}
+
+/// Where a refused CONNECT is answered inside TLS: the task would
+/// intercept this target (a name, not passed through), so its client
+/// trusts sluice's CA for it.
+fn refusal_tls(
+    ctx: &ConnCtx,
+    snap: &Snapshot,
+    target: &Target,
+) -> Option<Arc<rustls::ServerConfig>> {
+    let task = ctx.task_config(snap)?;
+    let tls = ctx.shared.tls.load();
+    let intercepts = policy::intercepts(
+        task.intercept == crate::config::Intercept::All,
+        tls.server.is_some(),
+        |h| task.passthrough.contains(h),
+        target,
+    );
+    let named = matches!(target.host, crate::policy::Host::Name(_));
+    (intercepts && named)
+        .then(|| tls.refusals.clone())
+        .flatten()
+}
+
+/// Logs the refusal as usual, answers the CONNECT with 200 and the
+/// request inside with the refusal (`intercept::Refused`).
+fn refuse_inside_tls(
+    ctx: Arc<ConnCtx>,
+    snap: &Snapshot,
+    req: Request<Incoming>,
+    mut ex: Exchange,
+    (server, target, refusal): (Arc<rustls::ServerConfig>, Target, Refusal),
+) -> Response<ProxyBody> {
+    ex.note = Some(crate::log::REFUSED_INSIDE_TLS);
+    // The row and the log line; the status-line answer is not sent.
+    drop(ctx.refuse(&ex, refusal.clone()));
+    let answer = crate::intercept::Refused {
+        server,
+        task: Arc::from(&*ctx.task.id),
+        target,
+        refusal,
+    };
+    let limits = snap.limits.clone();
+    let upgrade = hyper::upgrade::on(req);
+    ctx.shared.tracker.spawn(async move {
+        if let Ok(upgraded) = upgrade.await {
+            answer
+                .answer(ClientIo::from_upgraded(upgraded), &limits)
+                .await;
         }
     });
     Response::new(respond::empty())

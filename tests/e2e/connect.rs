@@ -81,7 +81,9 @@ fn connect_half_close_is_passed_on() {
 #[test]
 fn connect_not_allowed_is_refused_before_dialling() {
     let up = Upstream::start();
-    let (_dns, s) = pkgs_sluice(&up, "", "");
+    // A task that does not intercept: the refusal is in the status line
+    // (one that does answers inside the tunnel: tls.rs).
+    let (_dns, s) = pkgs_sluice(&up, "intercept = \"none\"", "");
     let url = format!("http://other.example.com:{}/", up.port());
     let out = curl(&[
         "-p",
@@ -165,13 +167,15 @@ fn connect_bad_authorities_are_bad_target() {
     assert_eq!(up.conns(), 0);
 }
 
-/// A refused CONNECT's body is thrown away by most clients: the status
-/// line itself says which rule and why.
+/// A refused CONNECT's body is thrown away by most clients: for a task
+/// that does not intercept, the status line itself says which rule and
+/// why.
 #[test]
 fn refused_connect_says_why_in_the_status_line() {
     let dns = FakeDns::start();
     let s = SluiceBuilder::new(&dns)
         .allow(&["pkgs.example.com:443"])
+        .task_extra("intercept = \"none\"")
         .start();
     let ans = raw(
         &s.proxy_addr(),
@@ -192,6 +196,7 @@ fn python_shows_why_a_connect_was_refused() {
     let dns = FakeDns::start();
     let s = SluiceBuilder::new(&dns)
         .allow(&["pkgs.example.com:443"])
+        .task_extra("intercept = \"none\"")
         .start();
     let py = format!(
         "import http.client\nc = http.client.HTTPConnection('{}')\nc.set_tunnel('other.example.com', 443)\ntry:\n    c.connect()\nexcept OSError as e:\n    print(e)\n",

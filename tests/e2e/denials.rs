@@ -106,11 +106,11 @@ fn private_addresses_are_refused() {
             && said.contains("sluice exec: --allow-private 127.0.0.1"),
         "{said}"
     );
-    let ans = raw(
+    let ans = connect_refusal(
         &s.proxy_addr(),
         format!("CONNECT pkgs.example.com:{} HTTP/1.1\r\n\r\n", up.port()).as_bytes(),
     );
-    assert_refused(&parse_http(&ans).unwrap(), 403, "private-address");
+    assert_refused(&ans, 403, "private-address");
     assert_eq!(up.conns(), 0);
     let rows = s.access_log("t", 2);
     assert!(rows.iter().all(|r| r["rule"] == "private-address"));
@@ -173,12 +173,12 @@ fn host_mismatch_is_refused() {
     assert_eq!(a.status, 200);
     assert_eq!(up.requests().len(), 1);
     // CONNECT with a different Host header.
-    let ans = raw(
+    let ans = connect_refusal(
         &s.proxy_addr(),
         format!("CONNECT pkgs.example.com:{p} HTTP/1.1\r\nHost: other.example.com:{p}\r\n\r\n")
             .as_bytes(),
     );
-    assert_refused(&parse_http(&ans).unwrap(), 403, "host-mismatch");
+    assert_refused(&ans, 403, "host-mismatch");
     assert_eq!(up.conns(), 1, "only the matching request reached upstream");
     let rows = s.access_log("t", 5);
     assert_eq!(

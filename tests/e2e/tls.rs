@@ -397,3 +397,63 @@ fn rows_link_a_tunnel_to_its_requests_and_name_the_address_dialled() {
         .iter()
         .all(|r| r["v"] == 2 && r["conn"] == inner["conn"] && r["addr"] == dialled.as_str()));
 }
+
+/// A refused HTTPS host of a task that intercepts: sluice answers the
+/// CONNECT inside TLS with its own leaf, so curl shows the status, the
+/// rule and the sentence. Nothing is dialled. A task that does not
+/// intercept keeps the status-line answer.
+#[test]
+fn a_refused_https_host_is_told_inside_tls() {
+    let t = setup("", true, &default_names());
+    let url = format!("https://private.example.com:{}/secret", t.up.port());
+    let a = t.curl(&[], &url);
+    assert_refused(&a, 403, "not-allowed");
+    let sentence = format!(
+        "refused GET {url} for task \"t\": private.example.com:{} is not on the task's allow-list",
+        t.up.port()
+    );
+    assert!(a.text().contains(&sentence), "{}", a.text());
+    // Without -i, curl prints just the sentence.
+    let proxy = t.s.proxy(0);
+    let out = curl(&["-x", &proxy, "--cacert", &t.sluice_ca, &url]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&sentence),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(t.up.conns(), 0, "nothing was dialled");
+    let row = last_row_for(&t.s, "t", "private.example.com");
+    assert_eq!(
+        (&row["kind"], &row["rule"], &row["status"], &row["note"]),
+        (
+            &"connect".into(),
+            &"not-allowed".into(),
+            &403.into(),
+            &"refused-inside-tls".into()
+        ),
+        "{row}"
+    );
+    // Plain HTTP sent through the CONNECT gets the refusal in plain HTTP.
+    let mut tunnel = tunnel(&t.s, &format!("private.example.com:{}", t.up.port()));
+    std::io::Write::write_all(
+        &mut tunnel,
+        b"GET /plain HTTP/1.1\r\nHost: private.example.com\r\n\r\n",
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut tunnel, &mut got);
+    assert_refused(&parse_http(&got).expect("an answer"), 403, "not-allowed");
+    assert_eq!(t.up.conns(), 0);
+
+    // A task that does not intercept: the status line says it.
+    let t = setup("intercept = \"none\"", true, &default_names());
+    let url = format!("https://private.example.com:{}/secret", t.up.port());
+    let proxy = t.s.proxy(0);
+    let out = curl(&["-x", &proxy, &url]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("CONNECT tunnel failed, response 403"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(t.up.conns(), 0);
+}

@@ -78,6 +78,12 @@ pub fn raw(addr: &str, request: &[u8]) -> Vec<u8> {
     // sluice may answer and close before the whole request is written (a
     // refusal at accept): what comes back decides, not the write.
     let _ = s.write_all(request);
+    read_answer(&mut s)
+}
+
+/// Reads until an answer with a Content-Length is complete, the peer
+/// closes, or the socket's read timeout.
+fn read_answer(s: &mut TcpStream) -> Vec<u8> {
     let mut out = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
@@ -98,6 +104,29 @@ pub fn raw(addr: &str, request: &[u8]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// A refused CONNECT's answer, wherever sluice gives it: in the status
+/// line (a task that does not intercept), or inside the tunnel (a task
+/// that intercepts), where a request in plain HTTP gets it.
+pub fn connect_refusal(addr: &str, request: &[u8]) -> Answer {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(request);
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 4096 {
+        if s.read(&mut b).unwrap_or(0) == 0 {
+            break;
+        }
+        head.push(b[0]);
+    }
+    if head.starts_with(b"HTTP/1.1 200") {
+        let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: inside\r\n\r\n");
+        head.clear();
+    }
+    head.extend(read_answer(&mut s));
+    parse_http(&head).unwrap_or_else(|| panic!("no answer: {}", String::from_utf8_lossy(&head)))
 }
 
 /// Opens a CONNECT tunnel through sluice's first listener and reads its
