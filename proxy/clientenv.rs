@@ -1,6 +1,6 @@
 //! clientenv: what a task's shell needs so that every common tool sends
 //! its traffic through sluice and trusts sluice's CA — the data behind
-//! `sluice env` and the README's "Setting up clients" table, kept in one
+//! `sluice env` and the book's "Setting up clients" table (docs/src/clients.md), kept in one
 //! place so the two cannot drift.
 //!
 //! Pure: renders text from a proxy URL and two file paths. Must not read
@@ -378,7 +378,7 @@ fn one_line(c: &str) -> String {
         .collect()
 }
 
-/// The README's "Setting up clients" table, from [`SETTINGS`].
+/// The book's "Setting up clients" table (docs/src/clients.md), from [`SETTINGS`].
 pub fn readme_table() -> String {
     let mut out = String::from(
         "| tool | variable | set to | overrides | without it |\n|---|---|---|---|---|\n",
@@ -511,16 +511,16 @@ mod tests {
         }
     }
 
-    /// The README's table is generated from SETTINGS; after changing them,
+    /// The book's table is generated from SETTINGS; after changing them,
     /// `SLUICE_BLESS=1 cargo test --lib clientenv` rewrites it.
     #[test]
     fn readme_table_matches_settings() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/clients.md");
         let readme = std::fs::read_to_string(&path).unwrap();
         let (start, end) = ("<!-- clients:begin -->\n", "<!-- clients:end -->");
         let a = readme
             .find(start)
-            .expect("README has the clients table markers")
+            .expect("docs/src/clients.md has the clients table markers")
             + start.len();
         let b = readme.find(end).expect("end marker");
         let table = readme_table();
@@ -532,7 +532,7 @@ mod tests {
         assert_eq!(
             &readme[a..b],
             table,
-            "README's client table drifted from clientenv::SETTINGS; rerun with SLUICE_BLESS=1"
+            "docs/src/clients.md's client table drifted from clientenv::SETTINGS; rerun with SLUICE_BLESS=1"
         );
     }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation testing of the taint scanner (README, Mutation testing).
+# Mutation testing of the taint scanner (docs/src/development.md, Mutation testing).
 #
 # The scanner (proxy/taint/scan/) and the one policy file it uses
 # (policy/target.rs) are copied into a throwaway crate, so a mutant

@@ -75,9 +75,10 @@ pub fn line(row: &AccessRecord, color: bool) -> String {
 /// A question `allow_mode = "ask"` put, as a line of the feed.
 pub fn question_line(q: &crate::ask::Question, color: bool) -> String {
     let time = q.ts.get(11..19).unwrap_or(&q.ts);
+    // The question names the command as it can be pasted (with --config).
     let out = format!(
-        "{time}  {}  {:<10}  {} {}  waiting up to {} s: sluice allow --task {} {} (or sluice deny)",
-        q.task, "ask", q.method, q.url, q.timeout_secs, q.task, q.url
+        "{time}  {}  {:<10}  {} {}  waiting up to {} s: {}",
+        q.task, "ask", q.method, q.url, q.timeout_secs, q.question
     );
     let out = safe(&out);
     if color {

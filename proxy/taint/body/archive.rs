@@ -194,9 +194,26 @@ impl Content {
             Content::Sniff(s) => sink.text(&s.head[..s.len]),
             Content::Text(_) => Ok(()),
             Content::Packed(g) => g.finish(sink),
-            Content::Tar(t) => t.finish(sink),
-            Content::Zip(z) => z.finish(sink),
+            Content::Tar(t) => {
+                t.finish(sink)?;
+                let held = t.held();
+                self.raw_tail(&held, sink)
+            }
+            Content::Zip(z) => {
+                z.finish(sink)?;
+                let held = z.held();
+                self.raw_tail(&held, sink)
+            }
         }
+    }
+
+    /// Scans what an archive held unread at its end as a raw stream.
+    fn raw_tail(&mut self, held: &[u8], sink: &mut Sink) -> Flow {
+        if held.is_empty() {
+            return Ok(());
+        }
+        *self = Content::raw(sink, Charset::Auto);
+        sink.text(held)
     }
 }
 

@@ -122,6 +122,18 @@ impl<M: Member> Tar<M> {
             None => Ok(()),
         }
     }
+
+    /// A header block cut short by the end of the body: never read as a
+    /// header, so scanned raw.
+    pub(super) fn held(&mut self) -> Vec<u8> {
+        if self.data == 0 && self.pad == 0 && self.filled > 0 {
+            let held = self.block[..self.filled].to_vec();
+            self.filled = 0;
+            held
+        } else {
+            Vec::new()
+        }
+    }
 }
 
 /// Reads a header block.

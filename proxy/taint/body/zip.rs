@@ -422,4 +422,10 @@ impl<M: Member> Zip<M> {
             None => Ok(()),
         }
     }
+
+    /// Header bytes gathered when the body ended: never read as a header,
+    /// so scanned raw (fuzz find: a body cut inside a local header).
+    pub(super) fn held(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
 }

@@ -140,6 +140,30 @@ fn unreadable_archives_are_scanned_raw() {
     }
 }
 
+/// A body that ends inside an archive header: the header bytes were never
+/// read as one, so they are scanned raw (fuzz find).
+#[test]
+fn a_header_cut_by_the_end_of_the_body_is_scanned_raw() {
+    let mut tar_head = vec![0u8; 100];
+    tar_head[..17].copy_from_slice(b"paste.example.com");
+    let cases = [
+        (
+            "zip",
+            [&b"PK\x03\x04"[..], b"\x14\0\0\0 paste.example.com"].concat(),
+        ),
+        ("tar", tar_head),
+    ];
+    for (what, body) in cases {
+        for chunk in [1, 7, 1024] {
+            let (found, _, _) = run_body(&[], None, &body, chunk, 1 << 20);
+            assert!(
+                has_all(&found, &["paste.example.com"]),
+                "{what} chunk {chunk}: {found:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn nesting_is_bounded() {
     // A .tgz inside a .tgz is four archives deep: opened.
