@@ -39,7 +39,14 @@ pub enum Kind {
     Http,
     Connect,
     Intercepted,
+    /// A name `sluice exec --transparent`'s DNS refused (rule
+    /// [`DNS_REFUSED`]): no connection was made.
+    Dns,
 }
+
+/// The rule of a `dns` row: a name the task asked its DNS for, refused
+/// because no allow entry names it.
+pub const DNS_REFUSED: &str = "dns-refused";
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct TaintedBy {

@@ -382,7 +382,18 @@ async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, (u8,
         let dns = tokio::net::UdpSocket::bind("127.0.0.1:53")
             .await
             .map_err(|e| fail(format!("cannot listen on 127.0.0.1:53: {e}")))?;
-        tokio::spawn(transparent::serve_dns(dns, names.clone()));
+        let refused = openat(
+            &state,
+            transparent::REFUSED_FILE,
+            OFlags::CREATE | OFlags::WRONLY | OFlags::APPEND | OFlags::CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(|e| fail(format!("cannot write {}: {e}", transparent::REFUSED_FILE)))?;
+        tokio::spawn(transparent::serve_dns(
+            dns,
+            names.clone(),
+            std::fs::File::from(refused),
+        ));
         let redirected = tokio::net::TcpListener::bind(("127.0.0.1", TRANSPARENT_PORT))
             .await
             .map_err(|e| {

@@ -212,6 +212,7 @@ async fn serve_and_run(
 ) -> Result<ExitCode, String> {
     let socket = by_handle.join("exec.sock");
     let task = snapshot.tasks[0].clone();
+    let (logs, generation) = (snapshot.logs.clone(), snapshot.generation);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let until: crate::server::Until = Box::pin(async move {
         let _ = stop_rx.await;
@@ -236,6 +237,9 @@ async fn serve_and_run(
     let status = guest::spawn(o, &task, state).await;
     let _ = stop_tx.send(());
     let _ = server.await;
+    if o.transparent {
+        transparent::record_refusals(by_handle, &task.id, logs, generation).await;
+    }
     let status = status?;
     if !by_handle.join(MARKER).exists() {
         return Err(

@@ -34,7 +34,15 @@ pub struct Names {
     /// Any name gets an address (`--learn`: shadow mode relays any public
     /// host; the answer is still local, so nothing leaves by DNS).
     any: bool,
+    /// Names refused since the last [`Names::take_refused`], each once.
+    refused: Vec<String>,
+    /// Every name refused so far, up to [`MAX_REFUSED`].
+    seen_refused: std::collections::HashSet<String>,
 }
+
+/// Distinct refused names recorded at most (a command asking for endless
+/// names gets its first thousand in the log).
+const MAX_REFUSED: usize = 1000;
 
 impl Names {
     pub fn new(names: &[String], any: bool) -> Names {
@@ -68,8 +76,18 @@ impl Names {
         match self.by_name.get(&name) {
             Some(a) => Some(*a),
             None if self.any && !name.is_empty() => self.insert(&name),
-            None => None,
+            None => {
+                if self.seen_refused.len() < MAX_REFUSED && self.seen_refused.insert(name.clone()) {
+                    self.refused.push(name);
+                }
+                None
+            }
         }
+    }
+
+    /// The names refused since the last call, each once in the run.
+    pub fn take_refused(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.refused)
     }
 
     /// The name an address handed out stands for.
@@ -109,8 +127,12 @@ pub fn answer(packet: &[u8], names: &Mutex<Names>) -> Option<Vec<u8>> {
     reply.to_vec().ok()
 }
 
-/// Answers DNS queries on `sock` for ever.
-pub async fn serve_dns(sock: UdpSocket, names: Arc<Mutex<Names>>) {
+/// Answers DNS queries on `sock` for ever. Each name refused is written
+/// once to `refused` (`<state>/dns-refused.jsonl`, where the command
+/// cannot reach), which sluice turns into access rows when the command
+/// has ended ([`DnsRefusal`]).
+pub async fn serve_dns(sock: UdpSocket, names: Arc<Mutex<Names>>, mut refused: std::fs::File) {
+    use std::io::Write;
     let mut buf = vec![0u8; 4096];
     loop {
         let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
@@ -119,7 +141,84 @@ pub async fn serve_dns(sock: UdpSocket, names: Arc<Mutex<Names>>) {
         if let Some(reply) = answer(&buf[..n], &names) {
             let _ = sock.send_to(&reply, peer).await;
         }
+        let fresh = names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take_refused();
+        for name in fresh {
+            let rec = DnsRefusal {
+                ts: crate::log::now_rfc3339(),
+                name,
+            };
+            if let Ok(line) = serde_json::to_string(&rec) {
+                let _ = writeln!(refused, "{line}");
+            }
+        }
     }
+}
+
+/// One line of `dns-refused.jsonl`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct DnsRefusal {
+    pub ts: String,
+    pub name: String,
+}
+
+/// The file the guest writes refused names to, in the state folder.
+pub const REFUSED_FILE: &str = "dns-refused.jsonl";
+
+/// Once the command has ended: one access row (kind `dns`, rule
+/// `dns-refused`, port 0) per name the guest's DNS refused, written by
+/// the access-log writer like every row, then the guest's file removed.
+/// `state` is the state folder through sluice's handle.
+pub async fn record_refusals(
+    state: &Path,
+    task: &str,
+    logs: crate::config::LogSettings,
+    generation: u64,
+) {
+    use crate::log::{AccessLog, AccessRecord, Kind, DNS_REFUSED, SCHEMA_VERSION};
+    let path = state.join(REFUSED_FILE);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return;
+    };
+    let log = AccessLog::spawn(state, logs, Default::default());
+    let task: Arc<str> = task.into();
+    for refusal in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<DnsRefusal>(l).ok())
+    {
+        let reason = format!(
+            "{} is not on the task's allow-list: the task's DNS answered that it does not exist",
+            refusal.name
+        );
+        log.access(&AccessRecord {
+            v: SCHEMA_VERSION,
+            ts: refusal.ts,
+            task: task.clone(),
+            client: "dns".into(),
+            kind: Kind::Dns,
+            method: "-".into(),
+            host: refusal.name,
+            port: 0,
+            path: None,
+            decision: crate::policy::verdict::DENY.into(),
+            rule: Some(DNS_REFUSED.into()),
+            status: 0,
+            body: false,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+            tainted_by: None,
+            generation,
+            note: None,
+            conn: 0,
+            addr: None,
+            reason: Some(reason),
+        });
+    }
+    log.flush().await;
+    let _ = std::fs::remove_file(&path);
 }
 
 /// Relays every redirected connection to sluice as a CONNECT, for ever.
@@ -243,6 +342,20 @@ mod tests {
             "198.18.0.9:80",
             "an address never handed out is no name"
         );
+    }
+
+    #[test]
+    fn each_refused_name_is_recorded_once() {
+        let names = Mutex::new(Names::new(&["pkgs.example.com".into()], false));
+        ask(&names, "other.example.com", RecordType::A);
+        ask(&names, "Other.Example.com.", RecordType::AAAA);
+        ask(&names, "pkgs.example.com", RecordType::A);
+        let mut n = names.lock().unwrap();
+        assert_eq!(n.take_refused(), vec!["other.example.com".to_string()]);
+        assert!(n.take_refused().is_empty());
+        drop(n);
+        ask(&names, "other.example.com", RecordType::A);
+        assert!(names.lock().unwrap().take_refused().is_empty());
     }
 
     #[test]

@@ -45,6 +45,7 @@ pub fn line(row: &AccessRecord, color: bool) -> String {
             row.port,
             row.path.as_deref().unwrap_or("")
         ),
+        Kind::Dns => format!("dns {}", row.host),
     };
     let mut out = format!(
         "{time}  {}  {:<10}  {} {target}",

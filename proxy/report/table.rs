@@ -39,7 +39,11 @@ pub fn table(rows: &[Destination]) -> String {
         lines.push(vec![
             if d.flagged() { "!" } else { "" }.to_string(),
             d.task.clone(),
-            format!("{}:{}", d.host, d.port),
+            // Port 0: a name the task's DNS refused (no connection).
+            match d.port {
+                0 => format!("{} (dns)", d.host),
+                p => format!("{}:{p}", d.host),
+            },
             compact_time(&d.first_seen),
             compact_time(&d.last_seen),
             d.requests.to_string(),

@@ -289,6 +289,16 @@ fn transparent_catches_a_client_that_ignores_proxy_variables() {
         "the HTTPS request was intercepted and logged: {rows:#?}"
     );
     assert!(rows.iter().any(|r| r["rule"] == "ip-literal"), "{rows:#?}");
+    // The name the DNS refused has a row (once, though asked for A and
+    // AAAA), and the report exec printed lists it.
+    let dns: Vec<_> = rows.iter().filter(|r| r["kind"] == "dns").collect();
+    assert_eq!(dns.len(), 1, "{rows:#?}");
+    assert_eq!(
+        (&dns[0]["host"], &dns[0]["rule"], &dns[0]["decision"]),
+        (&"other.example.com".into(), &"dns-refused".into(), &"deny".into())
+    );
+    assert!(printed_report(&stderr).contains("other.example.com (dns)"), "{stderr}");
+    assert!(!s.state().join("dns-refused.jsonl").exists());
 }
 
 #[test]
