@@ -117,3 +117,33 @@ fn check_wide_config() {
     assert_eq!(code, Some(0), "{err}");
     snapshot("check-wide.txt", &out);
 }
+
+/// A reader that has gone (`sluice report --rows | head -1`): every
+/// command that prints ends quietly with status 0, no panic.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let cases: &[&[&str]] = &[
+        &["report", "--rows", "--state", "tests/fixtures/report-state"],
+        &["report", "--state", "tests/fixtures/report-state"],
+        &["report", "--json", "--state", "tests/fixtures/report-state"],
+        &["check"],
+    ];
+    for args in cases {
+        let mut child = Command::new(bin())
+            .args(*args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before the first byte is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
