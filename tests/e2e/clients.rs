@@ -134,6 +134,9 @@ impl Registry {
             "CARGO_HTTP_CAINFO",
             "PIP_FIND_LINKS",
             "PIP_INDEX_URL",
+            // A machine set to work offline (as the bare-machine check
+            // is): the client must still fetch, through sluice.
+            "CARGO_NET_OFFLINE",
         ] {
             cmd.env_remove(v);
         }
