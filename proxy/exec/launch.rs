@@ -89,6 +89,9 @@ fn refuse_all_but(
     Ok(rules)
 }
 
+/// The keyring syscalls, refused outright.
+const KEYRING: [i64; 3] = [libc::SYS_add_key, libc::SYS_request_key, libc::SYS_keyctl];
+
 /// The filter's rules: the syscalls it refuses, and when.
 fn rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::BackendError> {
     let ioctls = REFUSED_IOCTLS
@@ -100,6 +103,12 @@ fn rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::BackendError>
     rules.insert(libc::SYS_socketpair, refuse_all_but(&ALLOWED_PAIRS)?);
     rules.insert(libc::SYS_ioctl, ioctls);
     rules.insert(libc::SYS_io_uring_setup, vec![]);
+    // The kernel's keyring: `request_key` can make the kernel run a helper
+    // (`/sbin/request-key`, e.g. the dns_resolver upcall) in the host's
+    // namespaces, a DNS query from outside the sandbox.
+    for nr in KEYRING {
+        rules.insert(nr, vec![]);
+    }
     if cfg!(target_arch = "x86_64") {
         // x32: refuse these outright (ioctl is 514 there).
         for nr in [
@@ -107,7 +116,10 @@ fn rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::BackendError>
             libc::SYS_socketpair,
             libc::SYS_io_uring_setup,
             514,
-        ] {
+        ]
+        .into_iter()
+        .chain(KEYRING)
+        {
             rules.insert(X32 | nr, vec![]);
         }
     }

@@ -216,6 +216,11 @@ fn terminal_ioctls_are_refused_and_others_pass() {
     assert_eq!(call(libc::TIOCGWINSZ as u64), RET_ALLOW);
     assert_eq!(run(NATIVE, libc::SYS_io_uring_setup, [0; 6]), REFUSED_RET);
     assert_eq!(run(NATIVE, libc::SYS_read, [0; 6]), RET_ALLOW);
+    // The keyring (a request_key upcall runs in the host's namespaces).
+    for nr in [libc::SYS_add_key, libc::SYS_request_key, libc::SYS_keyctl] {
+        assert_eq!(run(NATIVE, nr, [0; 6]), REFUSED_RET, "{nr}");
+        assert_eq!(run(NATIVE, X32 | nr, [0; 6]), REFUSED_RET, "x32 {nr}");
+    }
 }
 
 #[test]
