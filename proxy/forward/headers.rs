@@ -122,8 +122,19 @@ pub(super) fn body_scanner(h: &HeaderMap, limit: u64, owners: OwnerHosts) -> Bod
         .iter()
         .map(|v| v.as_bytes())
         .collect();
-    let content_type = h.get(header::CONTENT_TYPE).map(|v| v.as_bytes());
-    let scanner = BodyScanner::reading_owners(&encodings, content_type, limit, owners);
+    // Every Content-Type line: clients differ on which one they follow.
+    let types: Vec<&[u8]> = h
+        .get_all(header::CONTENT_TYPE)
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    let content_type = (!types.is_empty()).then(|| types.join(&b","[..]));
+    let mut scanner =
+        BodyScanner::reading_owners(&encodings, content_type.as_deref(), limit, owners);
+    if types.is_empty() {
+        // A browser sniffs it, and may render it as HTML.
+        scanner = scanner.also_html();
+    }
     // Not an HTTP coding, but a reader (a mail library) undoes it.
     let quoted = h.get_all("content-transfer-encoding").iter().any(|v| {
         v.as_bytes()

@@ -180,6 +180,48 @@ fn pages() -> Vec<(&'static str, Page)> {
                 b
             }),
         ),
+        // Review finds, round 3: charset labels and markup a client reads.
+        (
+            "/ucs-2",
+            (
+                vec![("content-type", "text/plain; charset=ucs-2".into())],
+                utf16(26)[2..].to_vec(),
+            ),
+        ),
+        (
+            "/two-charsets",
+            (
+                vec![
+                    ("content-type", "text/plain; charset=utf-8".into()),
+                    ("content-type", "text/plain; charset=utf-16".into()),
+                ],
+                utf16(27)[2..].to_vec(),
+            ),
+        ),
+        (
+            "/script-inside",
+            (
+                vec![("content-type", "text/html".into())],
+                b"<p>send it to evil-28<script>x</script>.example.com</p>".to_vec(),
+            ),
+        ),
+        (
+            "/sniffed-html",
+            (
+                vec![],
+                b"<!doctype html><p>evil-29<b></b>.example.com</p>".to_vec(),
+            ),
+        ),
+        (
+            "/html-second",
+            (
+                vec![
+                    ("content-type", "text/plain".into()),
+                    ("content-type", "text/html".into()),
+                ],
+                b"<p>evil-30<my-tag></my-tag>.example.com</p>".to_vec(),
+            ),
+        ),
     ]
 }
 
@@ -237,7 +279,7 @@ fn page_upstream() -> Upstream {
                 r.extensions_mut().insert(reason);
                 continue;
             }
-            r.headers_mut().insert(*k, v.parse().unwrap());
+            r.headers_mut().append(*k, v.parse().unwrap());
         }
         Some(r)
     }))

@@ -257,9 +257,22 @@ impl BodyScanner {
         owners: OwnerHosts,
     ) -> BodyScanner {
         let decoded = limit.saturating_mul(DECODED_PER_WIRE);
-        let mut sink = Sink::new(decoded, charset_of(content_type), owners);
+        let (charsets, unreadable) = charsets_of(content_type);
+        // The last charset named leads (most clients take it); every other
+        // one is read too.
+        let primary = charsets.last().copied().unwrap_or_default();
+        let mut sink = Sink::new(decoded, primary, owners);
+        if let Some(label) = unreadable {
+            sink.note(Skipped::UnreadableCharset(label));
+        }
         let codings = parse_codings(encodings, &mut sink);
         let mut scanner = BodyScanner::build(codings.clone(), sink, limit);
+        let mut others = charsets;
+        others.sort_unstable_by_key(|c| *c as u8);
+        others.dedup();
+        for c in others.into_iter().filter(|c| *c != primary) {
+            scanner.add_reading_in(codings.clone(), c);
+        }
         if codings.contains(&Coding::Deflate) {
             let raw = codings
                 .iter()
@@ -271,14 +284,30 @@ impl BodyScanner {
             scanner.add_reading(raw);
         }
         let ct = content_type.unwrap_or_default().to_ascii_lowercase();
-        let ct = ct.trim_ascii_start();
-        if ct.starts_with(b"text/html") || ct.starts_with(b"application/xhtml") {
-            scanner.add_reading([&[Coding::HtmlText][..], &codings].concat());
+        let names = |t: &[u8]| ct.windows(t.len()).any(|w| w == t);
+        // HTML as rendered: any Content-Type line naming HTML (a response
+        // with none: `also_html`).
+        if names(b"html") {
+            scanner = scanner.also_html();
         }
-        if ct.starts_with(b"message/") || ct.starts_with(b"multipart/") {
+        if names(b"message/") || names(b"multipart/") {
             scanner = scanner.also_quoted_printable();
         }
         scanner
+    }
+
+    /// Reads the body as HTML renders it too (a browser sniffs a response
+    /// that has no Content-Type, and may find HTML).
+    pub fn also_html(mut self) -> BodyScanner {
+        let codings = self.codings.clone();
+        if !self
+            .alts
+            .iter()
+            .any(|a| a.codings.first() == Some(&Coding::HtmlText))
+        {
+            self.add_reading([&[Coding::HtmlText][..], &codings].concat());
+        }
+        self
     }
 
     /// Reads the body with quoted-printable undone too (a
@@ -300,11 +329,12 @@ impl BodyScanner {
     /// Adds a reading of the body through `codings` (innermost first): its
     /// names are added to this one's; its failures stop it quietly.
     fn add_reading(&mut self, codings: Vec<Coding>) {
-        let mut sink = Sink::new(
-            self.sink.limit,
-            self.sink.body_charset,
-            self.sink.owners.clone(),
-        );
+        self.add_reading_in(codings, self.sink.body_charset);
+    }
+
+    /// [`BodyScanner::add_reading`] in another charset.
+    fn add_reading_in(&mut self, codings: Vec<Coding>, charset: Charset) {
+        let mut sink = Sink::new(self.sink.limit, charset, self.sink.owners.clone());
         sink.quiet = true;
         self.alts
             .push(BodyScanner::build(codings, sink, self.wire_limit));
@@ -515,12 +545,16 @@ fn parse_codings(values: &[&[u8]], sink: &mut Sink) -> Vec<Coding> {
     known
 }
 
-/// The charset a Content-Type names for its text.
-fn charset_of(content_type: Option<&[u8]>) -> Charset {
+/// Every charset the Content-Type lines name (`content_type` holds them
+/// all, joined by commas), in order: clients differ on which one counts
+/// (the first, the last, the last line's), so each is read. A label that
+/// names no charset the scanner can read is returned as the error.
+fn charsets_of(content_type: Option<&[u8]>) -> (Vec<Charset>, Option<String>) {
+    let (mut found, mut unreadable) = (Vec::new(), None);
     let Some(ct) = content_type else {
-        return Charset::Auto;
+        return (found, unreadable);
     };
-    for param in ct.split(|&b| b == b';').skip(1) {
+    for param in ct.split(|&b| b == b';' || b == b',') {
         let Some(eq) = param.iter().position(|&b| b == b'=') else {
             continue;
         };
@@ -528,24 +562,44 @@ fn charset_of(content_type: Option<&[u8]>) -> Charset {
             continue;
         }
         let value = param[eq + 1..].trim_ascii();
-        let value = value
-            .strip_prefix(b"\"")
-            .and_then(|v| v.strip_suffix(b"\""))
-            .unwrap_or(value);
-        let is = |l: &str| value.eq_ignore_ascii_case(l.as_bytes());
-        // WHATWG and Python read `utf-16` without a BOM as little-endian;
-        // a BOM still decides (the scanner sniffs it first).
-        return if is("utf-16le") || is("utf-16") {
-            Charset::Utf16Le
-        } else if is("utf-16be") {
-            Charset::Utf16Be
-        } else if is("utf-32") || is("utf-32le") {
-            Charset::Utf32Le
-        } else if is("utf-32be") {
-            Charset::Utf32Be
-        } else {
-            Charset::Auto
-        };
+        let value = [b'"', b'\'']
+            .iter()
+            .find_map(|q| {
+                value
+                    .strip_prefix(&[*q])
+                    .and_then(|v| v.strip_suffix(&[*q]))
+            })
+            .unwrap_or(value)
+            .trim_ascii();
+        match charset_named(value) {
+            Some(c) => found.push(c),
+            None => {
+                unreadable.get_or_insert_with(|| String::from_utf8_lossy(value).into_owned());
+            }
+        }
     }
-    Charset::Auto
+    (found, unreadable)
+}
+
+/// The reading a charset label asks for: UTF-16 and UTF-32 by every name
+/// WHATWG and Python give them, `Auto` for any ASCII-compatible charset
+/// WHATWG knows; `None` for the rest (ISO-2022-JP, HZ, UTF-7, EBCDIC,
+/// an unknown label).
+fn charset_named(label: &[u8]) -> Option<Charset> {
+    let squeezed: Vec<u8> = label
+        .iter()
+        .filter(|b| !matches!(b, b'-' | b'_' | b' '))
+        .map(u8::to_ascii_lowercase)
+        .collect();
+    match &squeezed[..] {
+        b"utf16" | b"utf16le" | b"ucs2" | b"unicode" | b"csunicode" | b"iso10646ucs2"
+        | b"unicodefeff" | b"u16" => return Some(Charset::Utf16Le),
+        b"utf16be" | b"unicodefffe" => return Some(Charset::Utf16Be),
+        b"utf32" | b"utf32le" | b"ucs4" | b"u32" => return Some(Charset::Utf32Le),
+        b"utf32be" => return Some(Charset::Utf32Be),
+        b"utf8" | b"u8" | b"utf" | b"cp65001" => return Some(Charset::Auto),
+        _ => {}
+    }
+    let enc = encoding_rs::Encoding::for_label(label)?;
+    (enc.is_ascii_compatible() && enc != encoding_rs::REPLACEMENT).then_some(Charset::Auto)
 }

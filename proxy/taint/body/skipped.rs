@@ -62,6 +62,14 @@ pub enum Skipped {
     /// A tar or zip archive could not be read further.
     #[error("the {kind} archive could not be read ({reason}); the rest was scanned as raw bytes")]
     Archive { kind: &'static str, reason: String },
+    /// A charset the scanner cannot read (a stateful or non-ASCII one such
+    /// as ISO-2022-JP, UTF-7 or EBCDIC, or a label nobody defines): a
+    /// client decoding it could read a name sluice cannot. Fails closed.
+    #[error(
+        "the body's charset {0:?} is not one sluice reads (UTF-8 and the other ASCII-compatible \
+         charsets, UTF-16, UTF-32); sluice cut the response"
+    )]
+    UnreadableCharset(String),
     /// Archives nested deeper than [`MAX_ARCHIVE_DEPTH`].
     #[error(
         "archives are nested more than {MAX_ARCHIVE_DEPTH} deep; the innermost was scanned \
@@ -76,7 +84,10 @@ impl Skipped {
     pub fn fails_closed(&self) -> bool {
         matches!(
             self,
-            Skipped::Expanded(_) | Skipped::NoMemory { .. } | Skipped::WindowTooLarge { .. }
+            Skipped::Expanded(_)
+                | Skipped::NoMemory { .. }
+                | Skipped::WindowTooLarge { .. }
+                | Skipped::UnreadableCharset(_)
         )
     }
 }

@@ -1,8 +1,9 @@
 //! Text as its reader sees it, for the body scanner's extra readings:
 //! quoted-printable undone (`=2E` is a dot, `=` at a line's end joins two
 //! lines, as a mail reader shows it), and HTML as a browser renders it
-//! (inline tags and comments vanish, so `<b>g05</b>.example.com` reads
-//! `g05.example.com`; other tags end a line).
+//! (tags that render as nothing vanish, so `<b>g05</b>.example.com` reads
+//! `g05.example.com`; script and style content too; only line-breaking
+//! elements such as `p`, `div`, `br` and `li` end a run).
 //!
 //! Must not: fail, buffer beyond one step, or be the only reading of a
 //! body (attributes, URLs in tags and the raw text are the first
@@ -102,45 +103,82 @@ impl QuotedPrintable {
     }
 }
 
-/// Inline elements: a browser renders the text on both sides as one run
-/// (a `match`, not a list search: it runs at every tag's end).
-fn inline(name: &[u8]) -> bool {
+/// Elements that end a line where they open or close: the text on either
+/// side is not one run. Every other tag (inline, unknown, custom, longer
+/// than [`NAME_MAX`], a bogus comment) joins the text around it, as a
+/// browser's rendered text does (a `match`, not a list search: it runs at
+/// every tag's end).
+fn breaks(name: &[u8]) -> bool {
     matches!(
         name,
-        b"a" | b"abbr"
-            | b"b"
-            | b"bdi"
-            | b"bdo"
-            | b"big"
-            | b"cite"
-            | b"code"
-            | b"data"
-            | b"del"
-            | b"dfn"
-            | b"em"
-            | b"font"
-            | b"i"
-            | b"ins"
-            | b"kbd"
-            | b"label"
-            | b"mark"
-            | b"q"
-            | b"s"
-            | b"samp"
-            | b"small"
-            | b"span"
-            | b"strike"
-            | b"strong"
-            | b"sub"
-            | b"sup"
-            | b"time"
-            | b"tt"
-            | b"u"
+        b"address"
+            | b"article"
+            | b"aside"
+            | b"blockquote"
+            | b"body"
+            | b"br"
+            | b"caption"
+            | b"center"
+            | b"dd"
+            | b"details"
+            | b"dialog"
+            | b"dir"
+            | b"div"
+            | b"dl"
+            | b"dt"
+            | b"fieldset"
+            | b"figcaption"
+            | b"figure"
+            | b"footer"
+            | b"form"
+            | b"h1"
+            | b"h2"
+            | b"h3"
+            | b"h4"
+            | b"h5"
+            | b"h6"
+            | b"head"
+            | b"header"
+            | b"hgroup"
+            | b"hr"
+            | b"html"
+            | b"legend"
+            | b"li"
+            | b"listing"
+            | b"main"
+            | b"menu"
+            | b"nav"
+            | b"ol"
+            | b"option"
+            | b"p"
+            | b"plaintext"
+            | b"pre"
+            | b"section"
+            | b"summary"
+            | b"table"
+            | b"tbody"
+            | b"td"
+            | b"tfoot"
+            | b"th"
+            | b"thead"
+            | b"title"
+            | b"tr"
+            | b"ul"
     )
 }
 
-/// Longest tag name kept (longer ones are not inline).
-const NAME_MAX: usize = 8;
+/// Elements whose content is not rendered text: skipped to their end tag.
+fn skips(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"script" | b"style" | b"template" | b"noscript" | b"xmp" | b"iframe" | b"noembed"
+    )
+}
+
+/// Longest tag name kept (longer ones break nothing: they join).
+const NAME_MAX: usize = 10;
+/// `len` of a tag name longer than [`NAME_MAX`].
+const OVERLONG: u8 = u8::MAX;
 
 /// Where an HTML text reader is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,13 +188,42 @@ enum Html {
     /// After `<`.
     Open,
     /// In a tag's name (`len` bytes kept), or past it (`named`), inside
-    /// quotes (`quote`: the quote byte, 0 none).
-    Tag { len: u8, named: bool, quote: u8 },
-    /// In a comment; `dashes`: how many `-` just came.
+    /// quotes (`quote`: the quote byte, 0 none); `end`: a `</…>` tag.
+    Tag {
+        len: u8,
+        named: bool,
+        quote: u8,
+        end: bool,
+    },
+    /// In a comment; `dashes`: how many `-` just came (`<!--` counts as
+    /// two, so `<!-->` closes it, as browsers do).
     Comment { dashes: u8 },
+    /// After `--!` in a comment: `>` closes it.
+    CommentBang,
     /// After `<!` or `<!-`: a comment if `-` follows.
     Bang { dashes: u8 },
+    /// Inside a script, style or template (`name` holds which): skipped
+    /// up to `</name`, `matched` bytes of which have come.
+    Skip { len: u8, matched: u8 },
 }
+
+/// A tag whose name is being read.
+const fn tag(len: u8, end: bool) -> Html {
+    Html::Tag {
+        len,
+        named: false,
+        quote: 0,
+        end,
+    }
+}
+
+/// A tag past its name (a bogus comment, an end tag's rest).
+const NAMED: Html = Html::Tag {
+    len: 0,
+    named: true,
+    quote: 0,
+    end: true,
+};
 
 /// Bytes a name (or a URL or an address around it) can be made of, escapes
 /// included: what an inline tag inside it joins.
@@ -173,8 +240,8 @@ fn joins(b: u8) -> bool {
 const RUN_MAX: usize = 512;
 
 /// HTML's rendered text, split-safe across chunks. Only what rendering
-/// changes is passed on: a run of name bytes that an inline tag or a
-/// comment joins (`g05` + `</b>` + `.example.com`), each on a line of its
+/// changes is passed on: a run of name bytes that a tag, a comment or a
+/// skipped script joins (`g05` + `</b>` + `.example.com`), each on a line of its
 /// own. Text without such a join is the first reading's alone, so this
 /// reading costs one `memchr` pass over text and a step through each tag.
 #[derive(Default)]
@@ -215,6 +282,7 @@ impl HtmlText {
                     quote: 0,
                     ..
                 } => memchr::memchr3(b'>', b'"', b'\'', &input[i..]),
+                Html::Skip { matched: 0, .. } => memchr::memchr(b'<', &input[i..]),
                 Html::Tag { quote, .. } if quote != 0 => memchr::memchr(quote, &input[i..]),
                 Html::Comment { dashes: 0 } => memchr::memchr(b'-', &input[i..]),
                 _ => Some(0),
@@ -292,18 +360,12 @@ impl HtmlText {
         Ok(match (self.state, b) {
             (Html::Text, _) => Html::Text,
             (Html::Open, b'!') => Html::Bang { dashes: 0 },
-            (Html::Open, b'/') => Html::Tag {
-                len: 0,
-                named: false,
-                quote: 0,
-            },
+            (Html::Open, b'/') => tag(0, true),
+            // `<?…>`: a bogus comment, rendered as nothing.
+            (Html::Open, b'?') => NAMED,
             (Html::Open, b) if b.is_ascii_alphabetic() => {
                 self.name[0] = b.to_ascii_lowercase();
-                Html::Tag {
-                    len: 1,
-                    named: false,
-                    quote: 0,
-                }
+                tag(1, false)
             }
             // `<` that starts no tag is text (and breaks a run).
             (Html::Open, b'<') => {
@@ -315,45 +377,99 @@ impl HtmlText {
                 Html::Text
             }
             (Html::Bang { dashes }, b'-') if dashes < 2 => match dashes {
-                1 => Html::Comment { dashes: 0 },
+                1 => Html::Comment { dashes: 2 },
                 _ => Html::Bang { dashes: 1 },
             },
-            (Html::Bang { .. }, _) => Html::Tag {
-                len: 0,
-                named: true,
-                quote: 0,
-            },
+            (Html::Bang { .. }, _) => NAMED,
             (Html::Comment { dashes }, b'>') if dashes >= 2 => {
                 self.after_inline = true;
                 Html::Text
             }
+            (Html::Comment { dashes }, b'!') if dashes >= 2 => Html::CommentBang,
             (Html::Comment { dashes }, b'-') => Html::Comment {
                 dashes: dashes.saturating_add(1),
             },
-            (Html::Comment { .. }, _) => Html::Comment { dashes: 0 },
-            (Html::Tag { quote: 0, len, .. }, b'>') => {
-                if inline(&self.name[..usize::from(len)]) {
-                    self.after_inline = true;
-                } else {
-                    self.end_run(out)?;
-                }
+            (Html::CommentBang, b'-') => Html::Comment { dashes: 1 },
+            (Html::CommentBang, b'>') => {
+                self.after_inline = true;
                 Html::Text
             }
-            (Html::Tag { len, named, quote }, b) => self.in_tag(len, named, quote, b),
+            (Html::Comment { .. } | Html::CommentBang, _) => Html::Comment { dashes: 0 },
+            (Html::Skip { len, matched }, b) => self.in_skip(len, matched, b),
+            (
+                Html::Tag {
+                    quote: 0, len, end, ..
+                },
+                b'>',
+            ) => self.tag_end(len, end, out)?,
+            (
+                Html::Tag {
+                    len,
+                    named,
+                    quote,
+                    end,
+                },
+                b,
+            ) => self.in_tag(len, named, quote, end, b),
         })
     }
 
+    /// A tag's `>`: a line-breaking element ends the run, any other joins;
+    /// a script's (or style's) content is skipped.
+    fn tag_end(&mut self, len: u8, end: bool, out: &mut Out<'_>) -> Result<Html, super::Stop> {
+        let name = match len {
+            OVERLONG => &[][..],
+            n => &self.name[..usize::from(n)],
+        };
+        let (ends_line, skipped) = (breaks(name), !end && skips(name));
+        if ends_line {
+            self.end_run(out)?;
+        } else {
+            self.after_inline = true;
+        }
+        Ok(if skipped {
+            Html::Skip { len, matched: 0 }
+        } else {
+            Html::Text
+        })
+    }
+
+    /// A byte inside skipped content: looking for `</` and the name.
+    fn in_skip(&mut self, len: u8, matched: u8, b: u8) -> Html {
+        let want = match matched {
+            0 => Some(b'<'),
+            1 => Some(b'/'),
+            m => self.name[..usize::from(len)]
+                .get(usize::from(m) - 2)
+                .copied(),
+        };
+        match want {
+            Some(w) if b.to_ascii_lowercase() == w => {
+                if usize::from(matched) == usize::from(len) + 1 {
+                    // `</name` seen: the end tag's rest, then text.
+                    NAMED
+                } else {
+                    Html::Skip {
+                        len,
+                        matched: matched + 1,
+                    }
+                }
+            }
+            _ if b == b'<' => Html::Skip { len, matched: 1 },
+            _ => Html::Skip { len, matched: 0 },
+        }
+    }
+
     /// A byte inside a tag: its name, then attributes (quotes may hold `>`).
-    fn in_tag(&mut self, len: u8, named: bool, quote: u8, b: u8) -> Html {
+    fn in_tag(&mut self, len: u8, named: bool, quote: u8, end: bool, b: u8) -> Html {
         let mut len = len;
-        let named = named || !(b.is_ascii_alphanumeric());
-        if !named {
+        let named = named || !(b.is_ascii_alphanumeric() || b == b'-');
+        if !named && len != OVERLONG {
             if usize::from(len) < NAME_MAX {
                 self.name[usize::from(len)] = b.to_ascii_lowercase();
                 len += 1;
             } else {
-                // Too long to be inline: never matches.
-                len = 0;
+                len = OVERLONG;
             }
         }
         let quote = match (quote, b) {
@@ -361,7 +477,12 @@ impl HtmlText {
             (q, b) if q == b => 0,
             (q, _) => q,
         };
-        Html::Tag { len, named, quote }
+        Html::Tag {
+            len,
+            named,
+            quote,
+            end,
+        }
     }
 }
 
@@ -407,7 +528,7 @@ mod tests {
     #[test]
     fn html_as_a_browser_renders_it() {
         // Only runs that an inline tag or a comment joins are passed on.
-        let cases: [(&[u8], &str); 8] = [
+        let cases: [(&[u8], &str); 22] = [
             (b"<b>g05</b>.example.com", "g05.example.com"),
             (
                 b"<span class=\"x>y\">paste</span><!-- hi -->.<i>example</i>.com",
@@ -421,7 +542,28 @@ mod tests {
             (b"a < b and c<3", ""),
             (b"<SPAN>x</SPAN>.<Strong>y</Strong>.com", "x.y.com"),
             (b"plain text with x.example.com only", ""),
-            (b"a<br>b<verylongtagname>c", ""),
+            (b"a<br>b<div>c", ""),
+            // Everything that renders as nothing joins (review finds).
+            (b"e20<script>x.y</script>.example.com", "e20.example.com"),
+            (b"e21<x></x>.example.com", "e21.example.com"),
+            (b"e22<var></var>.example.com", "e22.example.com"),
+            (b"e23<!-->.example.com", "e23.example.com"),
+            (b"e24<?x>.example.com", "e24.example.com"),
+            (b"e25<!x>.example.com", "e25.example.com"),
+            (b"e27<wbr>.example.com", "e27.example.com"),
+            (
+                b"e28<my-element></my-element>.example.com",
+                "e28.example.com",
+            ),
+            (b"e29</ x>.example.com", "e29.example.com"),
+            (b"e35<img src=x>.example.com", "e35.example.com"),
+            (b"e37<!-- x --!>.example.com", "e37.example.com"),
+            (b"e38<style>p{}</style>.example.com", "e38.example.com"),
+            (
+                b"e39<verylongtagname></verylongtagname>.example.com",
+                "e39.example.com",
+            ),
+            (b"e40<SCRIPT>a</b></SCRIPT >.example.com", "e40.example.com"),
         ];
         for (html, want) in cases {
             for chunk in [1, 2, 5, 64] {

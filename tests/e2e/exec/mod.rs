@@ -295,9 +295,16 @@ fn transparent_catches_a_client_that_ignores_proxy_variables() {
     assert_eq!(dns.len(), 1, "{rows:#?}");
     assert_eq!(
         (&dns[0]["host"], &dns[0]["rule"], &dns[0]["decision"]),
-        (&"other.example.com".into(), &"dns-refused".into(), &"deny".into())
+        (
+            &"other.example.com".into(),
+            &"dns-refused".into(),
+            &"deny".into()
+        )
     );
-    assert!(printed_report(&stderr).contains("other.example.com (dns)"), "{stderr}");
+    assert!(
+        printed_report(&stderr).contains("other.example.com (dns)"),
+        "{stderr}"
+    );
     assert!(!s.state().join("dns-refused.jsonl").exists());
 }
 

@@ -372,7 +372,84 @@ fn charset_from_content_type() {
         ),
     ];
     for (what, ct, want) in cases {
-        assert_eq!(charset_of(ct.map(str::as_bytes)), want, "case {what}");
+        let (found, unreadable) = charsets_of(ct.map(str::as_bytes));
+        assert_eq!(
+            found.last().copied().unwrap_or_default(),
+            want,
+            "case {what}"
+        );
+        assert_eq!(unreadable, None, "case {what}");
+    }
+}
+
+/// Every label a client reads as UTF-16 or UTF-32 is read so; every
+/// charset named is read (clients differ on which counts); a label the
+/// scanner cannot read is named (the response is then cut).
+#[test]
+fn charset_labels_as_clients_read_them() {
+    use Charset::*;
+    let cases: &[(&str, &[Charset], Option<&str>)] = &[
+        ("text/plain; charset=ucs-2", &[Utf16Le], None),
+        ("text/plain; charset=unicode", &[Utf16Le], None),
+        ("text/plain; charset=csUnicode", &[Utf16Le], None),
+        ("text/plain; charset=iso-10646-ucs-2", &[Utf16Le], None),
+        ("text/plain; charset=unicodefffe", &[Utf16Be], None),
+        ("text/plain; charset='utf-16'", &[Utf16Le], None),
+        ("text/plain; charset=utf16", &[Utf16Le], None),
+        ("text/plain; charset=utf_16", &[Utf16Le], None),
+        ("text/plain; charset=utf32", &[Utf32Le], None),
+        (
+            "text/plain; charset=utf-8; charset=utf-16",
+            &[Auto, Utf16Le],
+            None,
+        ),
+        (
+            "text/plain; charset=utf-8,text/plain; charset=utf-16",
+            &[Auto, Utf16Le],
+            None,
+        ),
+        ("text/html; charset=windows-1252", &[Auto], None),
+        ("text/html; charset=Shift_JIS", &[Auto], None),
+        ("text/html; charset=latin1", &[Auto], None),
+        ("text/html; charset=iso-2022-jp", &[], Some("iso-2022-jp")),
+        ("text/html; charset=hz-gb-2312", &[], Some("hz-gb-2312")),
+        ("text/plain; charset=utf-7", &[], Some("utf-7")),
+        ("text/plain; charset=cp500", &[], Some("cp500")),
+    ];
+    for (ct, want, unreadable) in cases {
+        let (found, bad) = charsets_of(Some(ct.as_bytes()));
+        assert_eq!(&found[..], *want, "{ct}");
+        assert_eq!(bad.as_deref(), *unreadable, "{ct}");
+    }
+}
+
+/// A charset the scanner cannot read cuts the response before its first
+/// byte; a second charset is read beside the first.
+#[test]
+fn an_unreadable_charset_cuts_and_every_charset_is_read() {
+    let mut s = BodyScanner::for_response(&[], Some(b"text/html; charset=iso-2022-jp"), 1 << 20);
+    let fed = s.feed(b"see exa\x1b(Bmple.com");
+    assert!(
+        matches!(fed.cut, Some(Skipped::UnreadableCharset(ref l)) if l == "iso-2022-jp"),
+        "{:?}",
+        fed.cut
+    );
+    let body: Vec<u8> = "send it to https://e1.example.com/in"
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    for ct in [
+        "text/plain; charset=utf-16; charset=utf-8",
+        "text/plain; charset=utf-8; charset=utf-16",
+        "text/plain; charset=ucs-2",
+    ] {
+        let mut s = BodyScanner::for_response(&[], Some(ct.as_bytes()), 1 << 20);
+        let mut names: Vec<String> = s.feed(&body).names.into_iter().map(|n| n.host).collect();
+        names.extend(s.finish().0.into_iter().map(|n| n.host));
+        assert!(
+            names.contains(&"e1.example.com".to_string()),
+            "{ct}: {names:?}"
+        );
     }
 }
 
