@@ -179,7 +179,7 @@ impl Proxy {
     }
 
     fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
+        self.child.as_ref().map(std::process::Child::id)
     }
 }
 
@@ -443,7 +443,7 @@ impl Run {
         }
         self.lat_us.sort_unstable();
         let i = ((self.lat_us.len() as f64 * p) as usize).min(self.lat_us.len() - 1);
-        self.lat_us[i] as f64 / 1000.0
+        f64::from(self.lat_us[i]) / 1000.0
     }
 }
 
@@ -893,7 +893,7 @@ fn main() {
     println!(
         "machine: {} cores, load average at start {}",
         std::thread::available_parallelism()
-            .map(|n| n.get())
+            .map(std::num::NonZero::get)
             .unwrap_or(0),
         loadavg()
     );

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use sluice::taint::body::BodyScanner;
+use sluice::inspect::BodyScanner;
 
 fn html(size: usize) -> Vec<u8> {
     let mut out = String::from("<!doctype html><html><head><title>Docs</title><link rel=stylesheet href=\"/static/site.css\"></head><body>\n");

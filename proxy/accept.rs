@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::config::ListenAddr;
 use crate::exchange::{write_row, ConnCtx, ConnSlot, Exchange};
@@ -22,7 +23,7 @@ use crate::respond;
 use crate::state::{ListenerHandle, Shared, TaskRuntime};
 
 /// Starts the accept loop of a bound listener of `task`.
-pub fn spawn(shared: &Arc<Shared>, addr: ListenAddr, bound: Bound, task: &str) {
+pub(crate) fn spawn(shared: &Arc<Shared>, addr: ListenAddr, bound: Bound, task: &str) {
     let peer = match addr {
         ListenAddr::Vsock { peer, .. } => peer,
         _ => None,
@@ -38,7 +39,7 @@ pub fn spawn(shared: &Arc<Shared>, addr: ListenAddr, bound: Bound, task: &str) {
     shared
         .listeners
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .insert(addr, handle);
     tokio::spawn(run(bound, owner, shared.clone(), stop, peer));
 }
@@ -85,20 +86,25 @@ async fn run(
                 Rule::OverCapacity,
                 format!(
                     "the task already has {} open connections; retry later",
-                    shared.snapshot.load().limits.max_connections_per_task
+                    shared.snapshot().limits.max_connections_per_task
                 ),
             );
             refuse_at_accept(stream, &task, &shared, client, refusal);
             continue;
         };
+        // One id a connection: its span's `conn` is every row's `conn`.
+        let id = crate::exchange::next_conn_id();
+        let span = tracing::info_span!("conn", conn = id, task = %task.id, client = %client);
         let ctx = Arc::new(ConnCtx {
-            id: crate::exchange::next_conn_id(),
+            id,
             shared: shared.clone(),
             task: task.clone(),
             client,
             slot: ConnSlot::new(permit, task.metrics.connections_active.clone()),
         });
-        shared.tracker.spawn(crate::conn::serve(stream, ctx));
+        shared
+            .tracker
+            .spawn(crate::conn::serve(stream, ctx).instrument(span));
     }
     if let Bound::Unix(_, path) = &listener {
         let _ = std::fs::remove_file(path);
@@ -127,20 +133,14 @@ fn refuse_at_accept(
         url: "-".into(),
         body: false,
         started: Instant::now(),
-        generation: shared.snapshot.load().generation,
+        generation: shared.snapshot().generation,
         note: None,
         conn: crate::exchange::next_conn_id(),
         addr: None,
     };
     let status = refusal.rule.status();
     let verdict = Verdict::Deny(refusal);
-    let second = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let previous = task
-        .accept_row_second
-        .swap(second, std::sync::atomic::Ordering::Relaxed);
-    if previous == second {
+    if !task.accept_row_due() {
         // Counted, not logged: at most one such row per task per second.
         task.metrics.decision(&verdict);
     } else {

@@ -66,7 +66,7 @@ fn method_not_allowed(allow: &'static str) -> Response<Body> {
 
 /// Which routes a listener serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// Everything: the admin API (`[admin] listen`).
     Full,
     /// `/metrics` and `/healthz` only (`[admin] metrics_listen`).
@@ -74,7 +74,7 @@ pub enum Scope {
 }
 
 /// Serves the admin API (or its read-only part) until shutdown.
-pub async fn run(listener: Bound, shared: Arc<Shared>, scope: Scope) {
+pub(crate) async fn run(listener: Bound, shared: Arc<Shared>, scope: Scope) {
     loop {
         let accepted = tokio::select! {
             _ = shared.shutdown.cancelled() => break,
@@ -245,8 +245,7 @@ fn answer(shared: &Shared, id: &str, verb: &str, body: &str) -> Response<Body> {
         return text(StatusCode::NOT_FOUND, format!("no task {id:?}\n"));
     };
     let asking = shared
-        .snapshot
-        .load()
+        .snapshot()
         .task(id)
         .is_some_and(|t| t.rules.allow_mode == crate::policy::AllowMode::Ask);
     if !asking {
@@ -439,8 +438,11 @@ impl hyper::body::Body for EventBody {
 }
 
 fn tasks(shared: &Shared) -> serde_json::Value {
-    let snap = shared.snapshot.load();
-    let listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
+    let snap = shared.snapshot();
+    let listeners = shared
+        .listeners
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let list: Vec<serde_json::Value> = snap
         .tasks
         .iter()
@@ -462,7 +464,7 @@ fn tasks(shared: &Shared) -> serde_json::Value {
                 "listen": bound,
                 "allow": t.rules.allow.sorted(),
                 "allow_mode": t.rules.allow_mode,
-                "allow_private": t.rules.allow_private.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+                "allow_private": t.rules.allow_private.iter().map(std::string::ToString::to_string).collect::<Vec<_>>(),
                 "intercept": match t.intercept { Intercept::All => "all", Intercept::None => "none" },
                 "taint_mode": t.taint.mode,
                 "asks": rt.as_ref().map(|r| {
@@ -487,7 +489,7 @@ fn tasks(shared: &Shared) -> serde_json::Value {
 }
 
 fn taint(shared: &Shared, id: &str) -> Option<serde_json::Value> {
-    let snap = shared.snapshot.load();
+    let snap = shared.snapshot();
     let task = snap.task(id)?;
     let rt = shared.task_runtime(id)?;
     let hosts: Vec<serde_json::Value> = if task.taint.mode == TaintMode::Off {

@@ -23,14 +23,14 @@ use crate::policy::{AllowList, AllowMode, Host, TaskRules};
 
 /// What a person answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     Allow,
     Deny,
 }
 
 /// How a question ended for one waiting request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Answered(Answer),
     /// Nobody answered in time.
     Timeout,
@@ -41,39 +41,39 @@ pub enum Outcome {
 /// Distinct destinations a task's requests may wait on at once: past it,
 /// new ones are refused without a question (a task cannot flood the
 /// person, the log or memory).
-pub const MAX_WAITING: usize = 64;
+pub(crate) const MAX_WAITING: usize = 64;
 
 /// A line of `granted.jsonl`: a grant, or (`revoked`) its withdrawal by
 /// `sluice deny`.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Grant {
-    pub ts: String,
-    pub task: String,
-    pub host: String,
-    pub port: u16,
+pub(crate) struct Grant {
+    pub(crate) ts: String,
+    pub(crate) task: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
     /// Who answered: `sluice allow`, the admin API.
-    pub by: String,
+    pub(crate) by: String,
     /// The request that asked, when one was waiting.
-    pub asked_by: Option<String>,
+    pub(crate) asked_by: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub revoked: bool,
+    pub(crate) revoked: bool,
 }
 
 /// A line of `asked.jsonl`, and the `question` event on `/events`.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Question {
-    pub ts: String,
-    pub task: String,
-    pub question: String,
-    pub host: String,
-    pub port: u16,
+pub(crate) struct Question {
+    pub(crate) ts: String,
+    pub(crate) task: String,
+    pub(crate) question: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
     /// Always empty now: nothing is resolved before a person allows the
     /// name (a lookup is a way out); kept for readers of older files.
     #[serde(default)]
-    pub addrs: Vec<String>,
-    pub method: String,
-    pub url: String,
-    pub timeout_secs: u64,
+    pub(crate) addrs: Vec<String>,
+    pub(crate) method: String,
+    pub(crate) url: String,
+    pub(crate) timeout_secs: u64,
 }
 
 type Key = (String, u16);
@@ -92,7 +92,7 @@ struct Waiting {
 
 /// One task's grants and the questions its requests wait on.
 #[derive(Default)]
-pub struct Asks {
+pub(crate) struct Asks {
     grants: Mutex<Vec<Key>>,
     /// Destinations a person refused (until they allow them): asked about
     /// again only after `sluice allow`.
@@ -111,7 +111,11 @@ struct Leave<'a> {
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
-        let mut pending = self.asks.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = self
+            .asks
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(w) = pending.get_mut(&self.key) {
             if w.id == self.id {
                 w.waiters = w.waiters.saturating_sub(1);
@@ -124,13 +128,13 @@ impl Drop for Leave<'_> {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Asks {
     /// The grants `granted.jsonl` holds, withdrawals applied in order
     /// (unreadable lines are skipped).
-    pub fn load(path: &Path) -> Asks {
+    pub(crate) fn load(path: &Path) -> Asks {
         let mut grants: Vec<Key> = Vec::new();
         for g in std::fs::read_to_string(path)
             .unwrap_or_default()
@@ -150,7 +154,7 @@ impl Asks {
     }
 
     /// The rules with the grants added to the allow-list (in ask mode).
-    pub fn effective<'a>(&self, rules: &'a TaskRules) -> Cow<'a, TaskRules> {
+    pub(crate) fn effective<'a>(&self, rules: &'a TaskRules) -> Cow<'a, TaskRules> {
         let grants = lock(&self.grants);
         if rules.allow_mode != AllowMode::Ask || grants.is_empty() {
             return Cow::Borrowed(rules);
@@ -168,7 +172,7 @@ impl Asks {
     /// Puts the question (once per destination however many requests
     /// wait on it) and waits up to `timeout` for the answer. A destination
     /// a person refused is refused again without asking.
-    pub async fn ask(&self, log: &AccessLog, q: Question, timeout: Duration) -> Outcome {
+    pub(crate) async fn ask(&self, log: &AccessLog, q: Question, timeout: Duration) -> Outcome {
         let key = (q.host.clone(), q.port);
         if lock(&self.denied).contains(&key) {
             return Outcome::Answered(Answer::Deny);
@@ -220,7 +224,7 @@ impl Asks {
     /// request arriving meanwhile finds it; deny withdraws any grant and
     /// refuses the destination until it is allowed. Returns how many
     /// destinations had requests waiting.
-    pub fn answer(
+    pub(crate) fn answer(
         &self,
         log: &AccessLog,
         task: &Arc<str>,
@@ -270,7 +274,7 @@ impl Asks {
     }
 
     /// The grants in force and the destinations requests wait on now.
-    pub fn status(&self) -> (Vec<Key>, Vec<Key>) {
+    pub(crate) fn status(&self) -> (Vec<Key>, Vec<Key>) {
         let mut grants = lock(&self.grants).clone();
         grants.sort();
         let mut waiting: Vec<Key> = lock(&self.pending).keys().cloned().collect();

@@ -12,7 +12,7 @@ use crate::shell::{plain, sh_quote};
 
 /// What a variable is set to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Value {
+pub(crate) enum Value {
     /// The proxy URL, `http://host:port`.
     Proxy,
     /// The CA bundle: the system roots plus sluice's CA.
@@ -25,18 +25,20 @@ pub enum Value {
     Unset,
 }
 
-/// One environment variable a tool reads.
+/// One environment variable a tool reads. `tool`, `overrides` and
+/// `without` are the book's table (`readme_table`, checked by a test).
 #[derive(Debug)]
-pub struct Setting {
-    pub tool: &'static str,
-    pub var: &'static str,
-    pub value: Value,
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) struct Setting {
+    pub(crate) tool: &'static str,
+    pub(crate) var: &'static str,
+    pub(crate) value: Value,
     /// What it takes precedence over.
-    pub overrides: &'static str,
+    pub(crate) overrides: &'static str,
     /// What goes wrong without it.
-    pub without: &'static str,
+    pub(crate) without: &'static str,
     /// Set only when the task's tunnels are intercepted (a CA exists).
-    pub needs_ca: bool,
+    pub(crate) needs_ca: bool,
 }
 
 const fn proxy(
@@ -73,7 +75,7 @@ const fn trust(
 }
 
 /// Every variable `sluice env` sets, in the order it prints them.
-pub const SETTINGS: &[Setting] = &[
+pub(crate) const SETTINGS: &[Setting] = &[
     proxy(
         "curl, wget, most tools",
         "http_proxy",
@@ -206,23 +208,23 @@ pub const SETTINGS: &[Setting] = &[
 ];
 
 /// What Java needs: it reads no proxy or CA variables of its own.
-pub const JAVA_NOTE: &str = "Java: JAVA_TOOL_OPTIONS carries the proxy; for the CA, Java needs a PKCS#12 trust store: keytool -importkeystore -srckeystore \"$JAVA_HOME/lib/security/cacerts\" -srcstorepass changeit -destkeystore sluice-truststore.p12 -deststorepass changeit && keytool -importcert -noprompt -alias sluice -file CA -keystore sluice-truststore.p12 -storepass changeit, then add -Djavax.net.ssl.trustStore=sluice-truststore.p12 -Djavax.net.ssl.trustStorePassword=changeit";
+pub(crate) const JAVA_NOTE: &str = "Java: JAVA_TOOL_OPTIONS carries the proxy; for the CA, Java needs a PKCS#12 trust store: keytool -importkeystore -srckeystore \"$JAVA_HOME/lib/security/cacerts\" -srcstorepass changeit -destkeystore sluice-truststore.p12 -deststorepass changeit && keytool -importcert -noprompt -alias sluice -file CA -keystore sluice-truststore.p12 -storepass changeit, then add -Djavax.net.ssl.trustStore=sluice-truststore.p12 -Djavax.net.ssl.trustStorePassword=changeit";
 
 /// What `sluice env` renders for one task.
 #[derive(Debug, Clone)]
-pub struct Env {
-    pub task: String,
+pub(crate) struct Env {
+    pub(crate) task: String,
     /// `http://host:port`.
-    pub proxy: String,
+    pub(crate) proxy: String,
     /// The CA and the bundle, when the task intercepts.
-    pub ca: Option<(String, String)>,
+    pub(crate) ca: Option<(String, String)>,
     /// Comment lines to print first (how to reach the proxy, say).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// The shells `sluice env` writes for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shell {
+pub(crate) enum Shell {
     Sh,
     Fish,
     Json,
@@ -230,7 +232,7 @@ pub enum Shell {
 
 impl Env {
     /// Each variable and its value (None: unset), in print order.
-    pub fn vars(&self) -> Vec<(&'static str, Option<String>)> {
+    pub(crate) fn vars(&self) -> Vec<(&'static str, Option<String>)> {
         let mut out = Vec::new();
         for s in SETTINGS {
             let value = match (s.value, &self.ca) {
@@ -274,7 +276,7 @@ impl Env {
     }
 
     /// The text for `eval "$(sluice env)"` (or fish's `| source`, or JSON).
-    pub fn render(&self, shell: Shell) -> String {
+    pub(crate) fn render(&self, shell: Shell) -> String {
         let mut out = String::new();
         match shell {
             Shell::Sh | Shell::Fish => {
@@ -322,7 +324,9 @@ impl Env {
 /// Where a task reaches its proxy, from its first listener: the URL, and
 /// notes on how (a guest relay for unix and vsock listeners). `Err` says
 /// why it cannot be known (a listener on port 0).
-pub fn proxy_for(listen: &crate::config::ListenAddr) -> Result<(String, Vec<String>), String> {
+pub(crate) fn proxy_for(
+    listen: &crate::config::ListenAddr,
+) -> Result<(String, Vec<String>), String> {
     use crate::config::ListenAddr;
     const GUEST: &str = "127.0.0.1:3128";
     match listen {
@@ -379,7 +383,8 @@ fn one_line(c: &str) -> String {
 }
 
 /// The book's "Setting up clients" table (docs/src/clients.md), from [`SETTINGS`].
-pub fn readme_table() -> String {
+#[cfg(test)]
+fn readme_table() -> String {
     let mut out = String::from(
         "| tool | variable | set to | overrides | without it |\n|---|---|---|---|---|\n",
     );

@@ -7,7 +7,6 @@
 //! allow-lists, or relay bytes itself.
 
 use std::convert::Infallible;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,15 +16,13 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tracing::Instrument;
 
-use crate::config::Snapshot;
 use crate::exchange::{self, task_gone, ConnCtx, Exchange, Row};
 use crate::intercept::Tunnel;
 use crate::log::Kind;
 use crate::policy::{self, target::parse_authority, Refusal, Rule, Target};
 use crate::respond::{self, ProxyBody};
+use crate::state::Live;
 use crate::tunnel::{ClientIo, GuardState, HeadGuard, Io};
-
-static CONN_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Serves HTTP/1.1 on one client connection until it closes.
 ///
@@ -35,8 +32,8 @@ static CONN_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 /// sent nothing or half a head (a slowloris client, a pool's spare
 /// connection) holds only a few hundred bytes until its head is whole.
 /// The header timeout and shutdown apply to this wait as to hyper's.
-pub async fn serve(mut stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
-    let limits = ctx.shared.snapshot.load().limits.clone();
+pub(crate) async fn serve(mut stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
+    let limits = ctx.shared.snapshot().limits.clone();
     let shutdown = ctx.shared.shutdown.clone();
     let wait = tokio::time::timeout(
         limits.header_timeout,
@@ -100,12 +97,6 @@ async fn serve_http(
     limits: crate::config::Limits,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    let span = tracing::debug_span!(
-        "conn",
-        conn.id = CONN_IDS.fetch_add(1, Ordering::Relaxed),
-        client = %ctx.client,
-        task = %ctx.task.id
-    );
     let guard = Arc::new(GuardState::default());
     let stream = HeadGuard::new(
         stream,
@@ -145,25 +136,32 @@ async fn serve_http(
             }
         }
     }
-    .instrument(span)
     .await;
     if let Err(e) = result {
         if e.is_parse() || e.is_parse_too_large() {
             ctx.record_unparsable(guard.refused(), &e);
         } else {
-            tracing::debug!(client = %ctx.client, error = %e, "client connection ended with an error");
+            tracing::debug!(error = %e, "client connection ended with an error");
         }
     }
 }
 
-async fn handle(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Response<ProxyBody> {
+async fn handle(ctx: Arc<ConnCtx>, req: Request<Incoming>) -> Response<ProxyBody> {
+    // Inside the connection's span (conn, task, client): each request's.
+    let span = tracing::debug_span!("request", method = %req.method(), uri = %req.uri());
+    handle_in_span(ctx, req).instrument(span).await
+}
+
+async fn handle_in_span(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Response<ProxyBody> {
     let started = Instant::now();
-    let snap = ctx.shared.snapshot.load_full();
+    // One live snapshot per request: config, TLS settings and own
+    // addresses of one generation.
+    let live = ctx.shared.live();
     exchange::strip_sluice_headers(req.headers_mut());
     if req.method() == Method::CONNECT {
-        connect(ctx, &snap, req, started).await
+        connect(ctx, &live, req, started).await
     } else {
-        crate::forward::forward(ctx, &snap, req, started).await
+        crate::forward::forward(ctx, &live, req, started).await
     }
 }
 
@@ -171,10 +169,11 @@ async fn handle(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Response<Proxy
 /// then hand the client's stream to the tunnel's session.
 async fn connect(
     ctx: Arc<ConnCtx>,
-    snap: &Snapshot,
+    live: &Live,
     req: Request<Incoming>,
     started: Instant,
 ) -> Response<ProxyBody> {
+    let snap = &*live.config;
     let raw = req.uri().authority().map(|a| a.as_str().to_string());
     let mut ex = Exchange {
         kind: Kind::Connect,
@@ -197,14 +196,14 @@ async fn connect(
     ex.host = target.host.to_string();
     ex.port = target.port;
     ex.url = target.to_string();
-    let inside_tls = refusal_tls(&ctx, snap, &target);
-    let tunnel = match plan_tunnel(&ctx, snap, &req, target.clone(), ex).await {
+    let inside_tls = refusal_tls(&ctx, live, &target);
+    let tunnel = match plan_tunnel(&ctx, live, &req, target.clone(), ex).await {
         Ok(t) => t,
         // A refusal is said inside TLS; a failure (no answer from DNS or
         // the upstream) keeps the status line a client retries on.
         Err((ex, r)) => match inside_tls {
             Some(server) if !r.rule.is_failure() => {
-                return refuse_inside_tls(ctx, snap, req, ex, (server, target, r))
+                return refuse_inside_tls(ctx, live, req, ex, (server, target, r))
             }
             _ => return ctx.refuse(&ex, r),
         },
@@ -213,29 +212,29 @@ async fn connect(
     // The tunnel task holds the connection's context, and with it its slot
     // under the task's connection cap, until the tunnel closes.
     let ctx2 = ctx.clone();
-    ctx.shared.tracker.spawn(async move {
-        match upgrade.await {
-            Ok(upgraded) => {
-                let client = ClientIo::from_upgraded(upgraded);
-                crate::intercept::tunnel_session(ctx2, client, tunnel).await;
+    ctx.shared.tracker.spawn(
+        async move {
+            match upgrade.await {
+                Ok(upgraded) => {
+                    let client = ClientIo::from_upgraded(upgraded);
+                    crate::intercept::tunnel_session(ctx2, client, tunnel).await;
+                }
+                // The tunnel's row is written when `tunnel` drops.
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
             }
-            // The tunnel's row is written when `tunnel` drops.
-            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
-    });
+        .in_current_span(),
+    );
     Response::new(respond::empty())
 }
 
 /// Where a refused CONNECT is answered inside TLS: the task would
 /// intercept this target (a name, not passed through), so its client
 /// trusts sluice's CA for it.
-fn refusal_tls(
-    ctx: &ConnCtx,
-    snap: &Snapshot,
-    target: &Target,
-) -> Option<Arc<rustls::ServerConfig>> {
+fn refusal_tls(ctx: &ConnCtx, live: &Live, target: &Target) -> Option<Arc<rustls::ServerConfig>> {
+    let snap = &*live.config;
     let task = ctx.task_config(snap)?;
-    let tls = ctx.shared.tls.load();
+    let tls = live.tls.clone();
     let intercepts = policy::intercepts(
         task.intercept == crate::config::Intercept::All,
         tls.server.is_some(),
@@ -252,11 +251,12 @@ fn refusal_tls(
 /// request inside with the refusal (`intercept::Refused`).
 fn refuse_inside_tls(
     ctx: Arc<ConnCtx>,
-    snap: &Snapshot,
+    live: &Live,
     req: Request<Incoming>,
     mut ex: Exchange,
     (server, target, refusal): (Arc<rustls::ServerConfig>, Target, Refusal),
 ) -> Response<ProxyBody> {
+    let snap = &*live.config;
     ex.note = Some(crate::log::REFUSED_INSIDE_TLS);
     // The row and the log line; the status-line answer is not sent.
     drop(ctx.refuse(&ex, refusal.clone()));
@@ -268,13 +268,16 @@ fn refuse_inside_tls(
     };
     let limits = snap.limits.clone();
     let upgrade = hyper::upgrade::on(req);
-    ctx.shared.tracker.spawn(async move {
-        if let Ok(upgraded) = upgrade.await {
-            answer
-                .answer(ClientIo::from_upgraded(upgraded), &limits)
-                .await;
+    ctx.shared.tracker.spawn(
+        async move {
+            if let Ok(upgraded) = upgrade.await {
+                answer
+                    .answer(ClientIo::from_upgraded(upgraded), &limits)
+                    .await;
+            }
         }
-    });
+        .in_current_span(),
+    );
     Response::new(respond::empty())
 }
 
@@ -298,16 +301,17 @@ fn connect_target(req: &Request<Incoming>, raw: Option<&str>) -> Result<Target, 
 /// decided on its own); any other tunnel is opaque and carries a body.
 async fn plan_tunnel(
     ctx: &Arc<ConnCtx>,
-    snap: &Snapshot,
+    live: &Live,
     req: &Request<Incoming>,
     target: Target,
     mut ex: Exchange,
 ) -> Result<Tunnel, (Exchange, Refusal)> {
+    let snap = &*live.config;
     let Some(task) = ctx.task_config(snap) else {
         return Err((ex, task_gone()));
     };
     let hh = exchange::host_header(req.headers(), target.port);
-    let tls = ctx.shared.tls.load();
+    let tls = live.tls.clone();
     let intercept = policy::intercepts(
         task.intercept == crate::config::Intercept::All,
         tls.server.is_some(),

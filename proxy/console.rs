@@ -17,11 +17,11 @@ use prometheus_client::metrics::counter::Counter;
 const QUEUE_LINES: usize = 1024;
 
 /// Lines dropped: the queue was full, or writing failed.
-pub static DROPPED: LazyLock<Counter> = LazyLock::new(Counter::default);
+pub(crate) static DROPPED: LazyLock<Counter> = LazyLock::new(Counter::default);
 
 /// Which stream a line goes to.
 #[derive(Clone, Copy, Debug)]
-pub enum Stream {
+pub(crate) enum Stream {
     Stdout,
     Stderr,
 }
@@ -69,7 +69,7 @@ fn write_out(rx: Receiver<Msg>) {
 
 /// Queues `line` (whole lines, with their newline) for `stream`; never
 /// waits.
-pub fn send(stream: Stream, line: Vec<u8>) {
+pub(crate) fn send(stream: Stream, line: Vec<u8>) {
     match QUEUE.tx.try_send(Msg::Line(stream, line)) {
         Ok(()) => {}
         Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
@@ -79,7 +79,7 @@ pub fn send(stream: Stream, line: Vec<u8>) {
 }
 
 /// A `tracing` writer: one event, queued when dropped.
-pub struct Line(Vec<u8>);
+pub(crate) struct Line(Vec<u8>);
 
 impl Write for Line {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -100,12 +100,12 @@ impl Drop for Line {
 }
 
 /// Makes a [`Line`] per event (`tracing_subscriber::fmt().with_writer`).
-pub fn stderr_line() -> Line {
+pub(crate) fn stderr_line() -> Line {
     Line(Vec::with_capacity(256))
 }
 
 /// Waits (at most `limit`) until what was queued is written: at exit.
-pub fn drain(limit: std::time::Duration) {
+pub(crate) fn drain(limit: std::time::Duration) {
     let (done_tx, done_rx) = sync_channel::<()>(1);
     let tx = QUEUE.tx.clone();
     // The queue may be full: wait for room on another thread.

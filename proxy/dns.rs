@@ -25,15 +25,15 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(8);
 /// unreadable, say).
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-pub struct ResolverError(#[from] hickory_resolver::net::NetError);
+pub(crate) struct ResolverError(#[from] hickory_resolver::net::NetError);
 
-pub struct Resolver {
+pub(crate) struct Resolver {
     pinned: HashMap<String, Vec<IpAddr>>,
     hickory: TokioResolver,
 }
 
 impl Resolver {
-    pub fn new(settings: &ResolverSettings) -> Result<Resolver, ResolverError> {
+    pub(crate) fn new(settings: &ResolverSettings) -> Result<Resolver, ResolverError> {
         let mut builder = match &settings.nameservers {
             Nameservers::System => Hickory::builder_tokio()?,
             Nameservers::List(list) => {
@@ -58,7 +58,7 @@ impl Resolver {
     }
 
     /// Resolves a normalised host name (never an IP literal).
-    pub async fn resolve(&self, name: &str) -> Resolution {
+    pub(crate) async fn resolve(&self, name: &str) -> Resolution {
         if let Some(ips) = self.pinned.get(name) {
             return Resolution::Resolved(ips.clone());
         }

@@ -21,7 +21,7 @@ use crate::tunnel::Io;
 
 /// Why the relay cannot start.
 #[derive(Debug, thiserror::Error)]
-pub enum RelayError {
+pub(crate) enum RelayError {
     #[error("{addr}: {why}")]
     Address { addr: String, why: String },
     #[error("--to vsock needs a CID: vsock:CID:PORT (the host is CID 2)")]
@@ -37,7 +37,7 @@ pub enum RelayError {
 }
 
 /// Parses `--listen` / `--to`: `tcp:IP:PORT`, `unix:PATH`, `vsock:CID:PORT`.
-pub fn parse(s: &str) -> Result<ListenAddr, RelayError> {
+pub(crate) fn parse(s: &str) -> Result<ListenAddr, RelayError> {
     ListenAddr::parse(s, Path::new(".")).map_err(|why| RelayError::Address {
         addr: s.to_string(),
         why,
@@ -45,7 +45,7 @@ pub fn parse(s: &str) -> Result<ListenAddr, RelayError> {
 }
 
 /// Opens a connection to `to`.
-pub async fn connect(to: &ListenAddr) -> std::io::Result<Box<dyn Io>> {
+pub(crate) async fn connect(to: &ListenAddr) -> std::io::Result<Box<dyn Io>> {
     Ok(match to {
         ListenAddr::Tcp(a) => {
             let s = TcpStream::connect(a).await?;
@@ -60,7 +60,7 @@ pub async fn connect(to: &ListenAddr) -> std::io::Result<Box<dyn Io>> {
 }
 
 /// Relays every connection on `listen` to `to` until SIGTERM/SIGINT.
-pub async fn run(listen: ListenAddr, to: ListenAddr) -> Result<(), RelayError> {
+pub(crate) async fn run(listen: ListenAddr, to: ListenAddr) -> Result<(), RelayError> {
     if let ListenAddr::Vsock { cid, .. } = &to {
         if *cid == u32::MAX {
             return Err(RelayError::VsockWithoutCid);
@@ -87,7 +87,7 @@ pub async fn run(listen: ListenAddr, to: ListenAddr) -> Result<(), RelayError> {
 }
 
 /// Relays every connection accepted on `bound` to `to`, for ever.
-pub async fn serve(bound: &Bound, to: &ListenAddr) {
+pub(crate) async fn serve(bound: &Bound, to: &ListenAddr) {
     loop {
         let (mut client, peer) = match listener::accept(bound).await {
             Ok(a) => (a.stream, a.client),

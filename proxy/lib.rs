@@ -31,34 +31,92 @@
 //! - [`policy`]: every decision, as pure functions. [`config`]: TOML →
 //!   validated [`config::Snapshot`]. [`shell`]: quoting for printed
 //!   commands.
+//!
+//! The public face is small: [`run`] (the `sluice` binary is one call
+//! to it), the config loader ([`Config`], [`validate`]), and in
+//! [`inspect`] the pure pieces the fuzz targets and benchmarks drive.
+//! Everything else is `pub(crate)`.
 #![forbid(unsafe_code)]
+// Everything but the face above is crate-private; a stray `pub` is a
+// warning (and clippy -D warnings fails CI on it).
+#![warn(unreachable_pub)]
 
-pub mod accept;
-pub mod admin;
-pub mod ask;
-pub mod cli;
-pub mod clientenv;
-pub mod config;
-pub mod conn;
-pub mod console;
-pub mod dns;
-pub mod exchange;
-pub mod exec;
-pub mod forward;
-pub mod guest_relay;
-pub mod intercept;
-pub mod listener;
-pub mod log;
-pub mod metrics;
-pub mod policy;
-pub mod reload;
-pub mod report;
-pub mod respond;
-pub mod server;
-pub mod shell;
-pub mod splice;
-pub mod state;
-pub mod taint;
-pub mod tls;
-pub mod tunnel;
-pub mod upstream;
+mod accept;
+mod admin;
+mod ask;
+mod cli;
+mod clientenv;
+mod config;
+mod conn;
+mod console;
+mod dns;
+mod exchange;
+#[cfg(feature = "exec")]
+mod exec;
+mod forward;
+mod guest_relay;
+mod intercept;
+mod listener;
+mod log;
+mod metrics;
+mod policy;
+mod reload;
+mod report;
+mod respond;
+mod server;
+mod shell;
+mod splice;
+mod state;
+mod taint;
+mod tls;
+mod tunnel;
+mod upstream;
+
+pub use config::{validate, ConfigError, Snapshot as Config, Source};
+
+/// The parsers and scanners the fuzz targets and benchmarks drive
+/// directly: pure functions and state machines, no I/O.
+pub mod inspect {
+    pub use crate::intercept::{Peeked, StartReader};
+    pub use crate::policy::addr::{classify, classify_v4, classify_v6};
+    pub use crate::policy::target::{normalize_host, parse_authority};
+    pub use crate::policy::{Host, TunnelStart};
+    pub use crate::taint::body::{starts_binary, BodyScanner};
+    pub use crate::taint::scan::{scan_all, Charset, Named, Scanner};
+}
+
+/// Runs the `sluice` command line: parses the arguments, sets up logging
+/// (`SLUICE_LOG`, `SLUICE_LOG_FORMAT=json`) and carries out the command.
+/// Its exit code is the command's.
+pub fn run() -> std::process::ExitCode {
+    use clap::Parser;
+    #[cfg(feature = "exec")]
+    use cli::Command;
+    use cli::{execute, Cli};
+    let cli = Cli::parse();
+    // `sluice exec` shares the terminal with its command: only refusals
+    // and problems, unless SLUICE_LOG says otherwise.
+    let default = match cli.command {
+        #[cfg(feature = "exec")]
+        Command::Exec { .. } => "warn,sluice::exchange=info",
+        #[cfg(feature = "exec")]
+        Command::ExecGuest { .. } | Command::ExecLaunch { .. } => "warn",
+        _ => "info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .log_internal_errors(false)
+        .with_writer(console::stderr_line);
+    // SLUICE_LOG_FORMAT=json: one JSON object a line, for log collectors.
+    if std::env::var("SLUICE_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        logs.json().init();
+    } else {
+        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
+    let code = execute(cli);
+    console::drain(std::time::Duration::from_secs(2));
+    code
+}

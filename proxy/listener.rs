@@ -15,7 +15,7 @@ use crate::policy::OwnAddrs;
 use crate::tunnel::Io;
 
 /// A bound listener.
-pub enum Bound {
+pub(crate) enum Bound {
     Tcp(TcpListener),
     Unix(UnixListener, PathBuf),
     Vsock(tokio_vsock::VsockListener),
@@ -39,7 +39,7 @@ impl fmt::Display for Bound {
 
 impl Bound {
     /// The local address of a TCP listener.
-    pub fn local_tcp(&self) -> Option<std::net::SocketAddr> {
+    pub(crate) fn local_tcp(&self) -> Option<std::net::SocketAddr> {
         match self {
             Bound::Tcp(l) => l.local_addr().ok(),
             Bound::Unix(..) | Bound::Vsock(_) => None,
@@ -47,7 +47,7 @@ impl Bound {
     }
 
     /// Adds this listener's address to sluice's own addresses.
-    pub fn record_own(&self, own: &mut OwnAddrs) {
+    pub(crate) fn record_own(&self, own: &mut OwnAddrs) {
         if let Some(a) = self.local_tcp() {
             own.add_listener(a);
         }
@@ -57,7 +57,7 @@ impl Bound {
 /// The addresses of this machine's interfaces, canonical, for
 /// `OwnAddrs::machine`. An error leaves the set empty (non-public
 /// addresses on a wildcard listener's port are refused anyway).
-pub fn machine_ips() -> std::collections::HashSet<std::net::IpAddr> {
+pub(crate) fn machine_ips() -> std::collections::HashSet<std::net::IpAddr> {
     match if_addrs::get_if_addrs() {
         Ok(ifs) => ifs
             .into_iter()
@@ -73,11 +73,11 @@ pub fn machine_ips() -> std::collections::HashSet<std::net::IpAddr> {
 /// Binds a listener. A stale unix socket file (nobody accepting on it) is
 /// replaced; a live one, or another kind of file, is an error. Unix
 /// sockets get mode `unix_mode` (0660 unless the config says otherwise).
-pub async fn bind(addr: &ListenAddr) -> std::io::Result<Bound> {
+pub(crate) async fn bind(addr: &ListenAddr) -> std::io::Result<Bound> {
     bind_with_mode(addr, 0o660).await
 }
 
-pub async fn bind_with_mode(addr: &ListenAddr, unix_mode: u32) -> std::io::Result<Bound> {
+pub(crate) async fn bind_with_mode(addr: &ListenAddr, unix_mode: u32) -> std::io::Result<Bound> {
     match addr {
         ListenAddr::Tcp(a) => {
             // A deep accept queue: with the default 128, a burst of
@@ -131,9 +131,9 @@ pub async fn bind_with_mode(addr: &ListenAddr, unix_mode: u32) -> std::io::Resul
 }
 
 /// A stream from any listener kind.
-pub type Stream = Box<dyn Io>;
+pub(crate) type Stream = Box<dyn Io>;
 
-pub async fn accept(l: &Bound) -> std::io::Result<Accepted> {
+pub(crate) async fn accept(l: &Bound) -> std::io::Result<Accepted> {
     match l {
         Bound::Tcp(l) => {
             let (s, peer) = l.accept().await?;
@@ -164,10 +164,10 @@ pub async fn accept(l: &Bound) -> std::io::Result<Accepted> {
 }
 
 /// An accepted connection and who is on the other end.
-pub struct Accepted {
-    pub stream: Stream,
+pub(crate) struct Accepted {
+    pub(crate) stream: Stream,
     /// `ip:port`, `unix` or `vsock:CID`, for logs.
-    pub client: Arc<str>,
+    pub(crate) client: Arc<str>,
     /// The peer's CID, for a vsock listener.
-    pub vsock_cid: Option<u32>,
+    pub(crate) vsock_cid: Option<u32>,
 }

@@ -24,7 +24,7 @@ use crate::config::LogSettings;
 use crate::policy::Provenance;
 
 /// RFC 3339 UTC time, millisecond precision.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     let now = time::OffsetDateTime::now_utc();
     let fmt = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
@@ -35,7 +35,7 @@ pub fn now_rfc3339() -> String {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub(crate) enum Kind {
     Http,
     Connect,
     Intercepted,
@@ -46,12 +46,13 @@ pub enum Kind {
 
 /// The rule of a `dns` row: a name the task asked its DNS for, refused
 /// because no allow entry names it.
-pub const DNS_REFUSED: &str = "dns-refused";
+#[cfg(feature = "exec")]
+pub(crate) const DNS_REFUSED: &str = "dns-refused";
 
 #[derive(Debug, Serialize, Deserialize)]
-pub struct TaintedBy {
-    pub source: Arc<str>,
-    pub at: Arc<str>,
+pub(crate) struct TaintedBy {
+    pub(crate) source: Arc<str>,
+    pub(crate) at: Arc<str>,
 }
 
 impl From<&Provenance> for TaintedBy {
@@ -64,25 +65,25 @@ impl From<&Provenance> for TaintedBy {
 }
 
 /// `note` of a CONNECT row whose client refused sluice's certificate.
-pub const CLIENT_TLS_FAILED: &str = "client-tls-failed";
+pub(crate) const CLIENT_TLS_FAILED: &str = "client-tls-failed";
 /// `note` of a refused CONNECT that sluice answered inside TLS, with its
 /// own leaf, so the client shows the sentence (the task intercepts).
-pub const REFUSED_INSIDE_TLS: &str = "refused-inside-tls";
+pub(crate) const REFUSED_INSIDE_TLS: &str = "refused-inside-tls";
 /// `note` of a CONNECT row whose tunnel sluice intercepted: each request
 /// inside has a row of its own (kind `intercepted`).
-pub const INTERCEPTED: &str = "intercepted";
+pub(crate) const INTERCEPTED: &str = "intercepted";
 
 /// `note` of an upgraded connection's row (a WebSocket) whose relay sluice
 /// closed because the upstream sent what it could not scan.
-pub const UNSCANNABLE: &str = "unscannable";
+pub(crate) const UNSCANNABLE: &str = "unscannable";
 /// The request went upstream (its first byte at least) and the client left
 /// before the response's head came back: status 499.
-pub const CLIENT_LEFT: &str = "client-left";
+pub(crate) const CLIENT_LEFT: &str = "client-left";
 
 /// In a task's folder: every taint line of the task since this file was
 /// made is on disk. Removed (unlinking needs no free space) when a taint
 /// line cannot be written; a restart that finds it gone fails closed.
-pub const TAINT_SAVED: &str = "taint.saved";
+pub(crate) const TAINT_SAVED: &str = "taint.saved";
 /// At the state folder's root: this sluice keeps [`TAINT_SAVED`] markers
 /// (a folder an older sluice wrote has none, and lost nothing we know of).
 const MARKERS_KEPT: &str = "taint-markers";
@@ -90,7 +91,7 @@ const MARKERS_KEPT: &str = "taint-markers";
 /// Can the task's saved taint set be trusted whole? Makes the marker for a
 /// task that has none yet. `Err` says why not: taint lines were lost (a
 /// full disk), or the marker cannot be made now.
-pub fn taint_saved(state_dir: &Path, task: &str) -> Result<(), String> {
+pub(crate) fn taint_saved(state_dir: &Path, task: &str) -> Result<(), String> {
     let dir = state_dir.join("tasks").join(task);
     let marker = dir.join(TAINT_SAVED);
     if marker.exists() {
@@ -123,56 +124,56 @@ pub fn taint_saved(state_dir: &Path, task: &str) -> Result<(), String> {
 
 /// The `v` of the rows this sluice writes: 2 added `v`, `conn`, `addr` and
 /// `reason` (rows without `v` are version 1).
-pub const SCHEMA_VERSION: u32 = 2;
+pub(crate) const SCHEMA_VERSION: u32 = 2;
 
 /// One line of `access.jsonl` (SPEC §6). The writer and `report` (the
 /// reader) share this type, so the schema is written down once.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct AccessRecord {
+pub(crate) struct AccessRecord {
     /// Schema version ([`SCHEMA_VERSION`]); 1 when absent.
     #[serde(default = "version_one")]
-    pub v: u32,
-    pub ts: String,
-    pub task: Arc<str>,
-    pub client: Arc<str>,
-    pub kind: Kind,
-    pub method: String,
-    pub host: String,
-    pub port: u16,
-    pub path: Option<String>,
+    pub(crate) v: u32,
+    pub(crate) ts: String,
+    pub(crate) task: Arc<str>,
+    pub(crate) client: Arc<str>,
+    pub(crate) kind: Kind,
+    pub(crate) method: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) path: Option<String>,
     /// A `policy::verdict` label: `allow`, `would_deny`, `deny` or `error`.
-    pub decision: Cow<'static, str>,
+    pub(crate) decision: Cow<'static, str>,
     /// The rule id of the refusal (enforced or not).
-    pub rule: Option<Cow<'static, str>>,
-    pub status: u16,
+    pub(crate) rule: Option<Cow<'static, str>>,
+    pub(crate) status: u16,
     #[serde(default)]
-    pub body: bool,
+    pub(crate) body: bool,
     #[serde(default)]
-    pub bytes_up: u64,
+    pub(crate) bytes_up: u64,
     #[serde(default)]
-    pub bytes_down: u64,
+    pub(crate) bytes_down: u64,
     #[serde(default)]
-    pub duration_ms: u64,
+    pub(crate) duration_ms: u64,
     #[serde(default)]
-    pub tainted_by: Option<TaintedBy>,
+    pub(crate) tainted_by: Option<TaintedBy>,
     /// Config generation the decision was made under.
     #[serde(default)]
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// What else a person reading the row should know
     /// ([`INTERCEPTED`], [`CLIENT_TLS_FAILED`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<Cow<'static, str>>,
+    pub(crate) note: Option<Cow<'static, str>>,
     /// The client connection: a CONNECT row and every request inside its
     /// tunnel share it (0: none, a version-1 row).
     #[serde(default)]
-    pub conn: u64,
+    pub(crate) conn: u64,
     /// The upstream address sluice dialled (`ip:port`), or null.
     #[serde(default)]
-    pub addr: Option<String>,
+    pub(crate) addr: Option<String>,
     /// The sentence the client was given with a refusal (or, for a
     /// `would_deny`, would have been), or null.
     #[serde(default)]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 fn version_one() -> u32 {
@@ -192,11 +193,11 @@ enum Msg {
 /// fills the queue instead of memory; past it, lines are dropped, counted
 /// in `sluice_log_write_errors_total` and reported (decisions never wait
 /// on the log, and never depend on it).
-pub const QUEUE_LINES: usize = 65_536;
+pub(crate) const QUEUE_LINES: usize = 65_536;
 
 /// Handle to the log writer. Cheap to clone.
 #[derive(Clone)]
-pub struct AccessLog {
+pub(crate) struct AccessLog {
     tx: mpsc::Sender<Msg>,
     /// Taint lines never wait behind access rows nor get dropped: losing
     /// one would let a restart forget a taint. Their number is bounded by
@@ -213,10 +214,10 @@ pub struct AccessLog {
 /// One event for live listeners: its kind (`decision`: an access row;
 /// `question`: a request waiting for a person), task and JSON line.
 #[derive(Clone, Debug)]
-pub struct Event {
-    pub kind: &'static str,
-    pub task: Arc<str>,
-    pub line: Arc<str>,
+pub(crate) struct Event {
+    pub(crate) kind: &'static str,
+    pub(crate) task: Arc<str>,
+    pub(crate) line: Arc<str>,
 }
 
 /// Rows a live listener may fall behind by before it misses some.
@@ -225,7 +226,7 @@ const EVENT_BACKLOG: usize = 4096;
 impl AccessLog {
     /// Starts the writer task for `<state_dir>/tasks/<id>/*.jsonl`.
     /// Failed writes are counted in `errors`.
-    pub fn spawn(state_dir: &Path, settings: LogSettings, errors: Counter) -> AccessLog {
+    pub(crate) fn spawn(state_dir: &Path, settings: LogSettings, errors: Counter) -> AccessLog {
         let (tx, rx) = mpsc::channel(QUEUE_LINES);
         let (taint_tx, taint_rx) = mpsc::unbounded_channel();
         let writer = Writer {
@@ -244,7 +245,7 @@ impl AccessLog {
         }
     }
 
-    pub fn access(&self, rec: &AccessRecord) {
+    pub(crate) fn access(&self, rec: &AccessRecord) {
         let Ok(line) = serde_json::to_string(rec) else {
             return tracing::error!("cannot serialise an access row");
         };
@@ -259,7 +260,7 @@ impl AccessLog {
     }
 
     /// Tells live listeners of something other than a decision.
-    pub fn event(&self, kind: &'static str, task: Arc<str>, rec: &impl Serialize) {
+    pub(crate) fn event(&self, kind: &'static str, task: Arc<str>, rec: &impl Serialize) {
         if let Ok(line) = serde_json::to_string(rec) {
             let _ = self.events.send(Event {
                 kind,
@@ -271,7 +272,7 @@ impl AccessLog {
 
     /// Appends a record that must not be dropped (a grant) to
     /// `<task>/<file>`, on the taint lines' queue.
-    pub fn taint_line_to(&self, task: Arc<str>, file: &'static str, rec: &impl Serialize) {
+    pub(crate) fn taint_line_to(&self, task: Arc<str>, file: &'static str, rec: &impl Serialize) {
         match serde_json::to_string(rec) {
             Ok(line) => {
                 let _ = self.taint_tx.send(Msg::Line { task, file, line });
@@ -281,12 +282,12 @@ impl AccessLog {
     }
 
     /// Access rows from now on, as they are written.
-    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+    pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
         self.events.subscribe()
     }
 
     /// Appends a taint record to `<task>/taint.jsonl`: never dropped.
-    pub fn taint_line(&self, task: Arc<str>, rec: &impl Serialize) {
+    pub(crate) fn taint_line(&self, task: Arc<str>, rec: &impl Serialize) {
         match serde_json::to_string(rec) {
             Ok(line) => {
                 let file = "taint.jsonl";
@@ -297,7 +298,7 @@ impl AccessLog {
     }
 
     /// Appends any serialisable record to `<task>/<file>`.
-    pub fn line(&self, task: Arc<str>, file: &'static str, rec: &impl Serialize) {
+    pub(crate) fn line(&self, task: Arc<str>, file: &'static str, rec: &impl Serialize) {
         match serde_json::to_string(rec) {
             Ok(line) => self.send(task, file, line),
             Err(e) => tracing::error!(error = %e, "cannot serialise a log record"),
@@ -313,7 +314,7 @@ impl AccessLog {
     }
 
     /// Writes out everything queued so far.
-    pub async fn flush(&self) {
+    pub(crate) async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Msg::Flush(tx)).await.is_ok() {
             let _ = rx.await;

@@ -16,31 +16,39 @@ use prometheus_client::registry::Registry;
 use crate::policy::Verdict;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DecisionLabels {
-    pub task: String,
-    pub decision: String,
-    pub rule: String,
+pub(crate) struct DecisionLabels {
+    pub(crate) task: String,
+    pub(crate) decision: String,
+    pub(crate) rule: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TaskLabels {
-    pub task: String,
+pub(crate) struct TaskLabels {
+    pub(crate) task: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct BytesLabels {
-    pub task: String,
-    pub direction: String,
+pub(crate) struct BytesLabels {
+    pub(crate) task: String,
+    pub(crate) direction: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct BuildLabels {
-    pub version: String,
+pub(crate) struct BuildLabels {
+    pub(crate) version: String,
+}
+
+/// How an opaque tunnel's bytes were relayed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RelayLabels {
+    /// `splice` (both ends plain TCP: the kernel moves the bytes) or
+    /// `buffered` (through sluice's buffers).
+    pub(crate) path: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    pub result: String,
+pub(crate) struct ResultLabels {
+    pub(crate) result: String,
 }
 
 type HistogramFamily = Family<TaskLabels, Histogram, fn() -> Histogram>;
@@ -50,22 +58,24 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
 }
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
-    pub decisions: Family<DecisionLabels, Counter>,
-    pub connections_active: Family<TaskLabels, Gauge>,
-    pub bytes: Family<BytesLabels, Counter>,
-    pub taint_hosts: Family<TaskLabels, Gauge>,
-    pub taint_overflow: Family<TaskLabels, Gauge>,
-    pub reloads: Family<ResultLabels, Counter>,
-    pub config_generation: Gauge,
+    pub(crate) decisions: Family<DecisionLabels, Counter>,
+    pub(crate) connections_active: Family<TaskLabels, Gauge>,
+    pub(crate) bytes: Family<BytesLabels, Counter>,
+    pub(crate) taint_hosts: Family<TaskLabels, Gauge>,
+    pub(crate) taint_overflow: Family<TaskLabels, Gauge>,
+    pub(crate) reloads: Family<ResultLabels, Counter>,
+    pub(crate) config_generation: Gauge,
     /// When the config in force was loaded (start or last good reload),
     /// seconds since the epoch.
-    pub config_loaded: Gauge,
-    pub build_info: Family<BuildLabels, Gauge>,
-    pub log_write_errors: Counter,
-    pub upstream_connect_seconds: HistogramFamily,
-    pub first_byte_seconds: HistogramFamily,
+    pub(crate) config_loaded: Gauge,
+    pub(crate) build_info: Family<BuildLabels, Gauge>,
+    pub(crate) log_write_errors: Counter,
+    /// Opaque tunnels by relay path ([`Metrics::opaque_relay`]).
+    opaque_relays: Family<RelayLabels, Counter>,
+    pub(crate) upstream_connect_seconds: HistogramFamily,
+    pub(crate) first_byte_seconds: HistogramFamily,
 }
 
 impl Default for Metrics {
@@ -75,7 +85,16 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Metrics {
+    /// Counts an opaque tunnel relayed by `path` (`splice` or `buffered`).
+    pub(crate) fn opaque_relay(&self, path: &str) {
+        self.opaque_relays
+            .get_or_create(&RelayLabels {
+                path: path.to_string(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn new() -> Metrics {
         let mut registry = Registry::default();
         let m = Metrics {
             decisions: Family::default(),
@@ -88,6 +107,7 @@ impl Metrics {
             config_loaded: Gauge::default(),
             build_info: Family::default(),
             log_write_errors: Counter::default(),
+            opaque_relays: Family::default(),
             upstream_connect_seconds: Family::new_with_constructor(latency_histogram),
             first_byte_seconds: Family::new_with_constructor(latency_histogram),
             registry: Registry::default(),
@@ -150,6 +170,11 @@ impl Metrics {
             m.log_write_errors.clone(),
         );
         registry.register(
+            "sluice_opaque_relays",
+            "Opaque tunnels relayed, by path: splice (kernel, zero-copy) or buffered",
+            m.opaque_relays.clone(),
+        );
+        registry.register(
             "sluice_console_lines_dropped",
             "sluice's own log lines and stdout rows dropped: the reader fell behind or went away",
             crate::console::DROPPED.clone(),
@@ -168,7 +193,7 @@ impl Metrics {
     }
 
     /// Records that a config was loaded now.
-    pub fn config_loaded_now(&self) {
+    pub(crate) fn config_loaded_now(&self) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
@@ -177,7 +202,7 @@ impl Metrics {
     }
 
     /// Removes every series of a task a reload removed.
-    pub fn remove_task(&self, task: &str) {
+    pub(crate) fn remove_task(&self, task: &str) {
         let labels = Metrics::task(task);
         self.connections_active.remove(&labels);
         self.taint_hosts.remove(&labels);
@@ -203,14 +228,14 @@ impl Metrics {
         }
     }
 
-    pub fn task(task: &str) -> TaskLabels {
+    pub(crate) fn task(task: &str) -> TaskLabels {
         TaskLabels {
             task: task.to_string(),
         }
     }
 
     /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.push_str("# encoding failed\n");
@@ -222,7 +247,7 @@ impl Metrics {
 /// One task's handles into the families, made once per task so the hot
 /// path counts with an atomic add: no label strings built, nothing hashed,
 /// no family lock taken per request.
-pub struct TaskMetrics {
+pub(crate) struct TaskMetrics {
     task: std::sync::Arc<str>,
     family: DecisionFamily,
     /// `sluice_decisions_total` by verdict × rule (slot 0: no rule), made on
@@ -230,24 +255,35 @@ pub struct TaskMetrics {
     decisions: [std::sync::OnceLock<Counter>; DECISION_SLOTS],
     /// Decisions by verdict alone (for the admin API's totals).
     verdicts: [std::sync::atomic::AtomicU64; VERDICTS.len()],
-    pub bytes_up: Counter,
-    pub bytes_down: Counter,
-    pub connections_active: Gauge,
-    pub taint_hosts: Gauge,
-    pub taint_overflow: Gauge,
-    pub upstream_connect_seconds: Histogram,
-    pub first_byte_seconds: Histogram,
+    pub(crate) bytes_up: Counter,
+    pub(crate) bytes_down: Counter,
+    pub(crate) connections_active: Gauge,
+    pub(crate) taint_hosts: Gauge,
+    pub(crate) taint_overflow: Gauge,
+    pub(crate) upstream_connect_seconds: Histogram,
+    pub(crate) first_byte_seconds: Histogram,
 }
 
 type DecisionFamily = Family<DecisionLabels, Counter>;
 
 /// Verdicts (allow, deny, would_deny, error) × (no rule + every rule).
-const RULE_SLOTS: usize = crate::policy::Rule::ALL.len() + 1;
+const RULE_SLOTS: usize = crate::policy::Rule::COUNT + 1;
 const DECISION_SLOTS: usize = VERDICTS.len() * RULE_SLOTS;
 use crate::policy::verdict::LABELS as VERDICTS;
 
+/// The slot of verdict `v` × `rule` in [`TaskMetrics`]'s decisions: slot 0
+/// of each verdict is "no rule", then the rules in [`Rule::ALL`] order.
+/// Both parts are kept in range, so the slot is always in bounds.
+///
+/// [`Rule::ALL`]: crate::policy::Rule::ALL
+fn slot(v: usize, rule: Option<crate::policy::Rule>) -> usize {
+    let v = v.min(VERDICTS.len() - 1);
+    let r = rule.map_or(0, |r| r.index().min(RULE_SLOTS - 2) + 1);
+    v * RULE_SLOTS + r
+}
+
 impl TaskMetrics {
-    pub fn new(m: &Metrics, task: &str) -> TaskMetrics {
+    pub(crate) fn new(m: &Metrics, task: &str) -> TaskMetrics {
         let labels = Metrics::task(task);
         let bytes = |direction: &str| {
             m.bytes
@@ -273,12 +309,14 @@ impl TaskMetrics {
     }
 
     /// Counts one decision.
-    pub fn decision<T>(&self, verdict: &Verdict<T>) {
+    pub(crate) fn decision<T>(&self, verdict: &Verdict<T>) {
         let rule = verdict.rule();
-        let v = verdict.index();
+        let v = verdict.index().min(VERDICTS.len() - 1);
         self.verdicts[v].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let slot = v * RULE_SLOTS + rule.map_or(0, |r| r as usize + 1);
-        self.decisions[slot]
+        let Some(counter) = self.decisions.get(slot(v, rule)) else {
+            return;
+        };
+        counter
             .get_or_init(|| {
                 self.family
                     .get_or_create(&DecisionLabels {
@@ -292,14 +330,14 @@ impl TaskMetrics {
     }
 
     /// Decisions so far with this verdict (its `policy::verdict` label).
-    pub fn verdicts(&self, label: &str) -> u64 {
+    pub(crate) fn verdicts(&self, label: &str) -> u64 {
         VERDICTS.iter().position(|l| *l == label).map_or(0, |i| {
             self.verdicts[i].load(std::sync::atomic::Ordering::Relaxed)
         })
     }
 
     /// Counts relayed bytes (up: to the upstream, down: to the client).
-    pub fn bytes(&self, up: u64, down: u64) {
+    pub(crate) fn bytes(&self, up: u64, down: u64) {
         if up > 0 {
             self.bytes_up.inc_by(up);
         }
@@ -312,6 +350,41 @@ impl TaskMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_verdict_and_rule_has_its_own_slot_in_bounds() {
+        use crate::policy::Rule;
+        let mut seen = std::collections::HashSet::new();
+        for v in 0..VERDICTS.len() {
+            for rule in std::iter::once(None).chain(Rule::ALL.iter().copied().map(Some)) {
+                let s = slot(v, rule);
+                assert!(s < DECISION_SLOTS, "{v} {rule:?}");
+                assert!(seen.insert(s), "slot {s} twice");
+            }
+        }
+        assert_eq!(seen.len(), DECISION_SLOTS);
+        // Out-of-range parts stay in bounds.
+        assert!(slot(usize::MAX / 2, Some(Rule::OverCapacity)) < DECISION_SLOTS);
+    }
+
+    #[test]
+    fn every_rule_is_counted_under_its_own_label() {
+        use crate::policy::{Refusal, Rule};
+        let m = Metrics::new();
+        let t = TaskMetrics::new(&m, "t");
+        for rule in Rule::ALL {
+            t.decision(&Verdict::<()>::Deny(Refusal::new(*rule, "x")));
+        }
+        let text = m.render();
+        for rule in Rule::ALL {
+            let label = if rule.is_failure() { "error" } else { "deny" };
+            let line = format!(
+                r#"sluice_decisions_total{{task="t",decision="{label}",rule="{}"}} 1"#,
+                rule.as_str()
+            );
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+    }
 
     #[test]
     fn renders_the_spec_families() {

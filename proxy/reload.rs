@@ -19,11 +19,11 @@ use crate::dns::Resolver;
 use crate::listener::{self, Bound};
 use crate::metrics::ResultLabels;
 use crate::policy::{self, target::parse_authority, OwnAddrs, TaintState};
-use crate::state::{Shared, TaskRuntime};
+use crate::state::{Live, Shared, TaskRuntime};
 
 /// Why a reload changed nothing.
 #[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
+pub(crate) enum ReloadError {
     #[error(transparent)]
     Config(#[from] config::ConfigError),
     #[error("resolver: {0}")]
@@ -40,20 +40,20 @@ pub enum ReloadError {
 
 /// What a reload changed.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Summary {
-    pub generation: u64,
+pub(crate) struct Summary {
+    pub(crate) generation: u64,
     /// The config text was the same: nothing was swapped, and the
     /// generation did not move.
-    pub unchanged: bool,
+    pub(crate) unchanged: bool,
     /// Outside the tasks: resolver, admin, limits… (`config::diff`).
-    pub changes: Vec<String>,
+    pub(crate) changes: Vec<String>,
     /// Per task: added, removed, or what changed (`config::diff`).
-    pub task_changes: Vec<String>,
-    pub tasks_added: usize,
-    pub tasks_removed: usize,
-    pub listeners_opened: usize,
-    pub listeners_closed: usize,
-    pub tunnels_closed: usize,
+    pub(crate) task_changes: Vec<String>,
+    pub(crate) tasks_added: usize,
+    pub(crate) tasks_removed: usize,
+    pub(crate) listeners_opened: usize,
+    pub(crate) listeners_closed: usize,
+    pub(crate) tunnels_closed: usize,
 }
 
 impl std::fmt::Display for Summary {
@@ -94,7 +94,7 @@ fn count(shared: &Shared, ok: bool) {
 
 /// Reloads the config file. Returns what changed, or why nothing did (the
 /// old config then stays in force).
-pub async fn reload(shared: &Arc<Shared>, why: &str) -> Result<Summary, ReloadError> {
+pub(crate) async fn reload(shared: &Arc<Shared>, why: &str) -> Result<Summary, ReloadError> {
     let _serial = shared.reload_lock.lock().await;
     let result = apply(shared).await;
     match &result {
@@ -129,7 +129,7 @@ struct Prepared {
 }
 
 async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
-    let old = shared.snapshot.load_full();
+    let old = shared.snapshot();
     let Some(p) = prepare(shared, &old).await? else {
         return Ok(Summary {
             generation: old.generation,
@@ -148,16 +148,21 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
     let (tasks_added, tasks_removed) = swap_tasks(shared, &p.new);
     let generation = p.new.generation;
     let new = Arc::new(p.new);
-    shared.snapshot.store(new.clone());
+    let closed: Vec<ListenAddr> = p.current.difference(&p.wanted).cloned().collect();
+    // Everything of the new generation goes live in one swap: config,
+    // resolver, TLS settings and own addresses (the new listeners' too,
+    // before they accept).
+    let before = shared.live();
+    shared.publish(Live {
+        config: new.clone(),
+        resolver: p.resolver.unwrap_or_else(|| before.resolver.clone()),
+        tls: Arc::new(p.tls),
+        own: Arc::new(own_addrs(shared, &closed, &p.fresh)),
+    });
     for t in &new.tasks {
         crate::state::record_allow_list(&new, t);
     }
-    if let Some(r) = p.resolver {
-        shared.resolver.store(r);
-    }
-    shared.tls.store(Arc::new(p.tls));
     shared.metrics.config_generation.set(generation as i64);
-    let closed: Vec<ListenAddr> = p.current.difference(&p.wanted).cloned().collect();
     close_and_move_listeners(shared, &closed, &owners);
     let listeners_opened = p.fresh.len();
     for (addr, b) in p.fresh {
@@ -165,11 +170,10 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
         tracing::info!(task, listen = %b, "listening");
         crate::accept::spawn(shared, addr, b, &task);
     }
-    shared.own.store(Arc::new(own_addrs(shared)));
     // Limits and revocation.
     let mut tunnels_closed = 0;
     for rt in shared.task_runtimes() {
-        resize(&rt, new.limits.max_connections_per_task);
+        rt.resize(new.limits.max_connections_per_task);
         rt.pool.clear();
         tunnels_closed += revoke_disallowed(shared, &new, &rt);
     }
@@ -215,7 +219,7 @@ async fn prepare(shared: &Shared, old: &Snapshot) -> Result<Option<Prepared>, Re
     } else {
         None
     };
-    let tls = crate::tls::for_snapshot(&new, Some(&shared.tls.load()))?;
+    let tls = crate::tls::for_snapshot(&new, Some(&shared.live().tls))?;
     let wanted: HashSet<ListenAddr> = new.tasks.iter().flat_map(|t| t.listen.clone()).collect();
     let current = current_listeners(shared, &wanted);
     let mut fresh: Vec<(ListenAddr, Bound)> = Vec::new();
@@ -246,7 +250,10 @@ async fn prepare(shared: &Shared, old: &Snapshot) -> Result<Option<Prepared>, Re
 /// same socket as the new config's entry naming the port it got: it is
 /// renamed so.
 fn current_listeners(shared: &Shared, wanted: &HashSet<ListenAddr>) -> HashSet<ListenAddr> {
-    let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
+    let mut listeners = shared
+        .listeners
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let renamed: Vec<(ListenAddr, ListenAddr)> = listeners
         .iter()
         .filter_map(|(k, h)| match (k, h.local) {
@@ -271,7 +278,10 @@ fn current_listeners(shared: &Shared, wanted: &HashSet<ListenAddr>) -> HashSet<L
 /// their next request finds no task and is refused). Returns (added,
 /// removed).
 fn swap_tasks(shared: &Shared, new: &Snapshot) -> (usize, usize) {
-    let mut tasks = shared.tasks.write().unwrap_or_else(|p| p.into_inner());
+    let mut tasks = shared
+        .tasks
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut added = 0;
     for t in &new.tasks {
         if !tasks.contains_key(&t.id) {
@@ -304,7 +314,10 @@ fn close_and_move_listeners(
     closed: &[ListenAddr],
     owners: &HashMap<ListenAddr, String>,
 ) {
-    let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
+    let mut listeners = shared
+        .listeners
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for addr in closed {
         if let Some(h) = listeners.remove(addr) {
             h.stop.cancel();
@@ -320,31 +333,20 @@ fn close_and_move_listeners(
 }
 
 /// Resizes a task's connection cap.
-fn resize(rt: &TaskRuntime, max: usize) {
-    use std::sync::atomic::Ordering;
-    let old = rt.max_conns.swap(max, Ordering::AcqRel);
-    if max > old {
-        rt.conns.add_permits(max - old);
-    } else if max < old {
-        // Permits in use come back later; forget what is free now and the
-        // rest as it returns (best effort).
-        rt.conns.forget_permits(old - max);
-    }
-}
-
 /// sluice's own addresses: the admin API and every bound task listener.
-fn own_addrs(shared: &Shared) -> OwnAddrs {
+fn own_addrs(shared: &Shared, closing: &[ListenAddr], fresh: &[(ListenAddr, Bound)]) -> OwnAddrs {
     let mut own = shared.admin_own.clone();
     own.machine = crate::listener::machine_ips();
-    for h in shared
+    let listeners = shared
         .listeners
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .values()
-    {
-        if let Some(a) = h.local {
-            own.add_listener(a);
-        }
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let staying = listeners
+        .iter()
+        .filter(|(addr, _)| !closing.contains(addr))
+        .filter_map(|(_, h)| h.local);
+    for a in staying.chain(fresh.iter().filter_map(|(_, b)| b.local_tcp())) {
+        own.add_listener(a);
     }
     own
 }
@@ -354,7 +356,7 @@ fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usiz
     let Some(task) = snap.task(&rt.id) else {
         return rt.tunnels.revoke_where(|_, _, _, _| true);
     };
-    let own = shared.own.load();
+    let own = shared.live().own.clone();
     rt.tunnels
         .revoke_with_path(|host, port, addr, opaque, path| {
             let Ok(target) = parse_authority(&format!("{host}:{port}"), None) else {
@@ -375,7 +377,7 @@ fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usiz
 /// file, and symlink swaps, are seen) and reloads when its content changes.
 /// Also checks once a second, in case an event is missed. Dropping the
 /// returned guard stops it.
-pub fn watch(shared: Arc<Shared>) -> Option<WatchGuard> {
+pub(crate) fn watch(shared: Arc<Shared>) -> Option<WatchGuard> {
     let path = shared.config_path.clone()?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let mut dirs: Vec<PathBuf> = Vec::new();
@@ -427,7 +429,7 @@ pub fn watch(shared: Arc<Shared>) -> Option<WatchGuard> {
     let stop2 = stop.clone();
     // What is in force now: a change made before this task first runs is
     // still seen.
-    let mut last = Some(shared.snapshot.load().fingerprint);
+    let mut last = Some(shared.snapshot().fingerprint);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
@@ -455,7 +457,7 @@ pub fn watch(shared: Arc<Shared>) -> Option<WatchGuard> {
 }
 
 /// Keeps the watcher alive; stops it when dropped.
-pub struct WatchGuard {
+pub(crate) struct WatchGuard {
     _watcher: Option<notify::RecommendedWatcher>,
     stop: tokio_util::sync::CancellationToken,
 }

@@ -10,21 +10,21 @@ use http_body_util::{BodyExt, Empty, Full};
 use crate::policy::Refusal;
 
 /// Why a response body sluice relays ended early.
-pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The body type of every response sluice sends to a client.
-pub type ProxyBody = http_body_util::combinators::BoxBody<Bytes, BodyError>;
+pub(crate) type ProxyBody = http_body_util::combinators::BoxBody<Bytes, BodyError>;
 
-pub fn empty() -> ProxyBody {
+pub(crate) fn empty() -> ProxyBody {
     Empty::new().map_err(|never| match never {}).boxed()
 }
 
-pub fn full(b: impl Into<Bytes>) -> ProxyBody {
+pub(crate) fn full(b: impl Into<Bytes>) -> ProxyBody {
     Full::new(b.into()).map_err(|never| match never {}).boxed()
 }
 
 /// The refusal sentence: `sluice: refused METHOD URL for task "ID": REASON [RULE]`.
-pub fn sentence(task: &str, method: &str, url: &str, refusal: &Refusal) -> String {
+pub(crate) fn sentence(task: &str, method: &str, url: &str, refusal: &Refusal) -> String {
     // A failure (DNS, upstream) refused nothing: it could not be done.
     let what = if refusal.rule.is_failure() {
         "could not reach"
@@ -39,7 +39,12 @@ pub fn sentence(task: &str, method: &str, url: &str, refusal: &Refusal) -> Strin
 }
 
 /// Builds the response for a refusal.
-pub fn refusal(task: &str, method: &str, url: &str, refusal: &Refusal) -> Response<ProxyBody> {
+pub(crate) fn refusal(
+    task: &str,
+    method: &str,
+    url: &str,
+    refusal: &Refusal,
+) -> Response<ProxyBody> {
     let mut text = sentence(task, method, url, refusal);
     text.push('\n');
     let status = StatusCode::from_u16(refusal.rule.status()).unwrap_or(StatusCode::FORBIDDEN);
@@ -72,7 +77,7 @@ pub fn refusal(task: &str, method: &str, url: &str, refusal: &Refusal) -> Respon
 
 /// `rule: reason`, as a status line's reason phrase: visible ASCII only
 /// (anything else becomes `?`), at most 200 bytes.
-pub fn reason_phrase(refusal: &Refusal) -> String {
+pub(crate) fn reason_phrase(refusal: &Refusal) -> String {
     let mut p: String = format!("{}: {}", refusal.rule.as_str(), refusal.reason)
         .chars()
         .map(|c| {
@@ -92,7 +97,7 @@ pub fn reason_phrase(refusal: &Refusal) -> String {
 
 /// A raw HTTP/1.1 refusal for places with no HTTP library in reach (the
 /// connection limit, before a request is read).
-pub fn raw_refusal(task: &str, refusal: &Refusal) -> Vec<u8> {
+pub(crate) fn raw_refusal(task: &str, refusal: &Refusal) -> Vec<u8> {
     let body = format!(
         "sluice: refused a connection for task \"{task}\": {} [{}]\n",
         refusal.reason,
@@ -104,7 +109,12 @@ pub fn raw_refusal(task: &str, refusal: &Refusal) -> Vec<u8> {
 /// The refusal of a request the HTTP parser could not read, written as raw
 /// bytes (hyper never saw a request to answer); `method` and `target` are
 /// the escaped pieces of its request line.
-pub fn raw_request_refusal(task: &str, method: &str, target: &str, refusal: &Refusal) -> Vec<u8> {
+pub(crate) fn raw_request_refusal(
+    task: &str,
+    method: &str,
+    target: &str,
+    refusal: &Refusal,
+) -> Vec<u8> {
     let mut body = sentence(task, method, target, refusal);
     body.push('\n');
     raw_response(task, refusal, body)

@@ -5,26 +5,20 @@
 //! The top of the crate: it wires the layers together and must not decide
 //! on, parse or relay requests itself.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
-
-use arc_swap::ArcSwap;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::config::{ListenAddr, Snapshot};
 use crate::dns::Resolver;
 use crate::listener::{self, Bound};
-use crate::log::AccessLog;
 use crate::metrics::Metrics;
 use crate::policy::OwnAddrs;
-use crate::state::{Shared, TaskRuntime};
+use crate::state::{Live, Shared, TaskRuntime};
 
 /// Why sluice could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum StartError {
+pub(crate) enum StartError {
     #[error("cannot create state_dir {path}: {source}")]
     StateDir {
         path: PathBuf,
@@ -68,17 +62,20 @@ fn raise_fd_limit() {
 
 /// Binds every listener of `snapshot`, serves until SIGTERM/SIGINT, drains
 /// and flushes the logs.
-pub async fn run(snapshot: Snapshot, config_path: Option<PathBuf>) -> Result<(), StartError> {
+pub(crate) async fn run(
+    snapshot: Snapshot,
+    config_path: Option<PathBuf>,
+) -> Result<(), StartError> {
     run_until(snapshot, config_path, None).await
 }
 
 /// A future that, when it completes, stops a server started by
 /// [`run_until`] (`sluice exec`: the command has exited).
-pub type Until = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+pub(crate) type Until = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// [`run`], stopping when `until` completes instead of on SIGTERM/SIGINT
 /// (when given). SIGHUP still reloads.
-pub async fn run_until(
+pub(crate) async fn run_until(
     snapshot: Snapshot,
     config_path: Option<PathBuf>,
     until: Option<Until>,
@@ -122,29 +119,13 @@ pub async fn run_until(
         })
         .collect();
     let drain = snapshot.limits.drain;
-    let shared = Arc::new(Shared {
-        log: AccessLog::spawn(
-            &snapshot.state_dir,
-            snapshot.logs.clone(),
-            metrics.log_write_errors.clone(),
-        ),
-        snapshot: ArcSwap::from_pointee(snapshot),
-        resolver: ArcSwap::from_pointee(resolver),
-        tls: ArcSwap::from_pointee(tls),
-        own: ArcSwap::from_pointee(own),
-        admin_own,
-        tasks: RwLock::new(tasks),
-        listeners: Mutex::new(HashMap::new()),
-        metrics,
-        config_path,
-        reload_lock: tokio::sync::Mutex::new(()),
-        shutdown: CancellationToken::new(),
-        hard_stop: CancellationToken::new(),
-        tracker: TaskTracker::new(),
-        decoder_memory: crate::taint::body::memory::Pool::new(
-            crate::taint::body::memory::TOTAL_CAP,
-        ),
-    });
+    let live = Live {
+        config: Arc::new(snapshot),
+        resolver: Arc::new(resolver),
+        tls: Arc::new(tls),
+        own: Arc::new(own),
+    };
+    let shared = Arc::new(Shared::new(live, admin_own, tasks, metrics, config_path));
     for (addr, b, task) in bound {
         crate::accept::spawn(&shared, addr, b, &task);
     }

@@ -2,14 +2,14 @@
 //! pasted as printed. Pure text; knows nothing of sluice.
 
 /// Nothing a shell would read as special.
-pub fn plain(v: &str) -> bool {
+pub(crate) fn plain(v: &str) -> bool {
     !v.is_empty()
         && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"/._-:=+,@".contains(&b))
 }
 
 /// Single-quotes a value for sh (inside '…' nothing is special but ').
-pub fn sh_quote(v: &str) -> String {
+pub(crate) fn sh_quote(v: &str) -> String {
     if plain(v) {
         v.to_string()
     } else {

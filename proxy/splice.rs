@@ -33,7 +33,7 @@ const START: usize = 16 * 1024;
 /// Relays both ways until both directions have ended (each end passed on
 /// as a half-close) or one fails. `up` counts client → upstream bytes,
 /// `down` upstream → client.
-pub async fn relay(
+pub(crate) async fn relay(
     client: &TcpStream,
     upstream: &TcpStream,
     up: &AtomicU64,

@@ -28,32 +28,32 @@ use crate::tls::Tls;
 use crate::upstream::Pool;
 
 /// Per-task state that lives as long as the task (across reloads).
-pub struct TaskRuntime {
-    pub id: Arc<str>,
+pub(crate) struct TaskRuntime {
+    pub(crate) id: Arc<str>,
     /// Caps concurrent client connections (503 `over-capacity` past it).
-    pub conns: Arc<Semaphore>,
-    /// The cap `conns` was sized for, so a reload can resize it.
-    pub max_conns: AtomicUsize,
+    pub(crate) conns: Arc<Semaphore>,
+    /// The cap `conns` was sized for ([`TaskRuntime::resize`]).
+    max_conns: AtomicUsize,
     /// Idle upstream connections, keyed by checked address.
-    pub pool: Arc<Pool>,
+    pub(crate) pool: Arc<Pool>,
     /// Hosts named by this task's fetched responses.
-    pub taint: Arc<TaintStore>,
+    pub(crate) taint: Arc<TaintStore>,
     /// Open tunnels, so a new taint or a reload can close them.
-    pub tunnels: Arc<TunnelRegistry>,
+    pub(crate) tunnels: Arc<TunnelRegistry>,
     /// This task's metric handles (no label work on the hot path).
-    pub metrics: TaskMetrics,
+    pub(crate) metrics: TaskMetrics,
     /// The second (since the epoch) of the last access-log row written for
     /// a connection refused at accept: such rows are written at most once a
     /// second per task, so a connection flood cannot fill the shared log
     /// queue (every refusal is still counted in the metrics).
-    pub accept_row_second: std::sync::atomic::AtomicU64,
+    accept_row_second: std::sync::atomic::AtomicU64,
     /// When a shadow-mode `would_deny` for each host was last said on the
     /// console: at most once a minute per host.
     shadow_said: Mutex<HashMap<String, Instant>>,
     /// `allow_mode = "ask"`: grants and the questions waiting.
-    pub asks: crate::ask::Asks,
+    pub(crate) asks: crate::ask::Asks,
     /// Window memory this task's response decoders hold.
-    pub decoder_memory: Arc<crate::taint::body::memory::Pool>,
+    pub(crate) decoder_memory: Arc<crate::taint::body::memory::Pool>,
 }
 
 /// Hosts remembered for the shadow-mode console lines at most; past it
@@ -61,10 +61,40 @@ pub struct TaskRuntime {
 const SHADOW_HOSTS: usize = 4096;
 
 impl TaskRuntime {
+    /// Resizes the connection cap (a reload changed it). Permits in use
+    /// come back later: what is free now is forgotten, the rest as it
+    /// returns (best effort).
+    pub(crate) fn resize(&self, max: usize) {
+        let old = self
+            .max_conns
+            .swap(max, std::sync::atomic::Ordering::AcqRel);
+        if max > old {
+            self.conns.add_permits(max - old);
+        } else if max < old {
+            self.conns.forget_permits(old - max);
+        }
+    }
+
+    /// May a connection refused at accept get an access-log row now? At
+    /// most one a second per task (the rest are only counted), so a flood
+    /// cannot fill the shared log queue.
+    pub(crate) fn accept_row_due(&self) -> bool {
+        let second = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let previous = self
+            .accept_row_second
+            .swap(second, std::sync::atomic::Ordering::Relaxed);
+        previous != second
+    }
+
     /// Whether a shadow-mode decision about `host` should reach the
     /// console now (once a minute per host).
-    pub fn say_shadow(&self, host: &str) -> bool {
-        let mut said = self.shadow_said.lock().unwrap_or_else(|p| p.into_inner());
+    pub(crate) fn say_shadow(&self, host: &str) -> bool {
+        let mut said = self
+            .shadow_said
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
         if said
             .get(host)
@@ -80,7 +110,7 @@ impl TaskRuntime {
     }
 
     /// Creates a task's runtime, reloading its taint set from disk.
-    pub fn new(task: &TaskConfig, snapshot: &Snapshot, metrics: &Metrics) -> TaskRuntime {
+    pub(crate) fn new(task: &TaskConfig, snapshot: &Snapshot, metrics: &Metrics) -> TaskRuntime {
         record_allow_list(snapshot, task);
         let path = snapshot
             .state_dir
@@ -125,51 +155,106 @@ impl TaskRuntime {
 }
 
 /// A bound listener, as the reloader sees it.
-pub struct ListenerHandle {
+pub(crate) struct ListenerHandle {
     /// Cancelling it closes the listening socket (open connections stay).
-    pub stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
     /// What it is bound to, for the admin API (port 0 resolved).
-    pub bound: String,
+    pub(crate) bound: String,
     /// The local TCP address, refused to every task.
-    pub local: Option<std::net::SocketAddr>,
+    pub(crate) local: Option<std::net::SocketAddr>,
     /// The task its connections belong to; a reload may move it.
-    pub owner: Arc<ArcSwap<String>>,
+    pub(crate) owner: Arc<ArcSwap<String>>,
+}
+
+/// The config in force and everything built from it, swapped in whole by
+/// a reload: a request that loads it once sees one generation throughout
+/// (never the new allow-lists with the old TLS settings or own addresses).
+pub(crate) struct Live {
+    pub(crate) config: Arc<Snapshot>,
+    pub(crate) resolver: Arc<Resolver>,
+    /// TLS both ways: the CA's leaves and the upstream verifier.
+    pub(crate) tls: Arc<Tls>,
+    /// sluice's own listening addresses, refused to every task.
+    pub(crate) own: Arc<OwnAddrs>,
 }
 
 /// State every connection reads.
-pub struct Shared {
-    pub snapshot: ArcSwap<Snapshot>,
-    pub resolver: ArcSwap<Resolver>,
-    /// TLS both ways: the CA's leaves and the upstream verifier.
-    pub tls: ArcSwap<Tls>,
-    /// sluice's own listening addresses, refused to every task.
-    pub own: ArcSwap<OwnAddrs>,
+pub(crate) struct Shared {
+    /// The one live snapshot ([`Shared::live`], [`Shared::publish`]).
+    live: ArcSwap<Live>,
     /// The admin API's own address (fixed until restart).
-    pub admin_own: OwnAddrs,
+    pub(crate) admin_own: OwnAddrs,
     /// Task runtimes by id. Read on accept; written only by reloads.
-    pub tasks: RwLock<HashMap<String, Arc<TaskRuntime>>>,
+    pub(crate) tasks: RwLock<HashMap<String, Arc<TaskRuntime>>>,
     /// Bound task listeners; touched only by start-up and reloads.
-    pub listeners: Mutex<HashMap<ListenAddr, ListenerHandle>>,
-    pub log: AccessLog,
-    pub metrics: Metrics,
+    pub(crate) listeners: Mutex<HashMap<ListenAddr, ListenerHandle>>,
+    pub(crate) log: AccessLog,
+    pub(crate) metrics: Metrics,
     /// The config file (None: the embedded default).
-    pub config_path: Option<PathBuf>,
+    pub(crate) config_path: Option<PathBuf>,
     /// Reloads run one at a time.
-    pub reload_lock: tokio::sync::Mutex<()>,
+    pub(crate) reload_lock: tokio::sync::Mutex<()>,
     /// Fired on SIGTERM/SIGINT: stop accepting, finish what is in flight.
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
     /// Fired when the drain period is over: close tunnels.
-    pub hard_stop: CancellationToken,
-    pub tracker: TaskTracker,
+    pub(crate) hard_stop: CancellationToken,
+    pub(crate) tracker: TaskTracker,
     /// Window memory all response decoders hold.
-    pub decoder_memory: Arc<crate::taint::body::memory::Pool>,
+    pub(crate) decoder_memory: Arc<crate::taint::body::memory::Pool>,
 }
 
 impl Shared {
+    /// The state of a starting server, before any listener accepts.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        live: Live,
+        admin_own: OwnAddrs,
+        tasks: HashMap<String, Arc<TaskRuntime>>,
+        metrics: Metrics,
+        config_path: Option<PathBuf>,
+    ) -> Shared {
+        let config = &live.config;
+        Shared {
+            log: AccessLog::spawn(
+                &config.state_dir,
+                config.logs.clone(),
+                metrics.log_write_errors.clone(),
+            ),
+            live: ArcSwap::from_pointee(live),
+            admin_own,
+            tasks: RwLock::new(tasks),
+            listeners: Mutex::new(HashMap::new()),
+            metrics,
+            config_path,
+            reload_lock: tokio::sync::Mutex::new(()),
+            shutdown: CancellationToken::new(),
+            hard_stop: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            decoder_memory: crate::taint::body::memory::Pool::new(
+                crate::taint::body::memory::TOTAL_CAP,
+            ),
+        }
+    }
+
+    /// The live snapshot: load it once per request and use it throughout.
+    pub(crate) fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+
+    /// The config in force (part of [`Shared::live`]).
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
+        self.live.load().config.clone()
+    }
+
+    /// Swaps in a reload's whole new state at once.
+    pub(crate) fn publish(&self, live: Live) {
+        self.live.store(Arc::new(live));
+    }
+
     /// The command a person runs to answer a question of `task`, as it
     /// can be pasted: `sluice allow --config FILE --task T` (no
     /// `--config` when sluice runs on its embedded default).
-    pub fn answer_command(&self, verb: &str, task: &str) -> String {
+    pub(crate) fn answer_command(&self, verb: &str, task: &str) -> String {
         use crate::shell::sh_quote;
         let config = match &self.config_path {
             Some(p) => {
@@ -182,18 +267,18 @@ impl Shared {
         format!("sluice {verb}{config} --task {}", sh_quote(task))
     }
 
-    pub fn task_runtime(&self, id: &str) -> Option<Arc<TaskRuntime>> {
+    pub(crate) fn task_runtime(&self, id: &str) -> Option<Arc<TaskRuntime>> {
         self.tasks
             .read()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(id)
             .cloned()
     }
 
-    pub fn task_runtimes(&self) -> Vec<Arc<TaskRuntime>> {
+    pub(crate) fn task_runtimes(&self) -> Vec<Arc<TaskRuntime>> {
         self.tasks
             .read()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .values()
             .cloned()
             .collect()
@@ -204,10 +289,10 @@ impl Shared {
 /// (`host:port` a line), so `sluice report` can tell which tainted names
 /// the task may reach. Rewritten at start and on each reload; a failure
 /// to write it only costs the report that knowledge.
-pub const ALLOW_LIST_FILE: &str = "allow-list.txt";
+pub(crate) const ALLOW_LIST_FILE: &str = "allow-list.txt";
 
 /// Writes [`ALLOW_LIST_FILE`] for a task.
-pub fn record_allow_list(snapshot: &Snapshot, task: &TaskConfig) {
+pub(crate) fn record_allow_list(snapshot: &Snapshot, task: &TaskConfig) {
     let dir = snapshot.state_dir.join("tasks").join(&task.id);
     let text: String = task
         .rules

@@ -9,8 +9,8 @@
 //! is fed in, alternately; the body follows.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use sluice::taint::body::BodyScanner;
-use sluice::taint::scan::scan_all;
+use sluice::inspect::BodyScanner;
+use sluice::inspect::scan_all;
 
 const CODINGS: [&str; 7] = [
     "gzip",
@@ -34,7 +34,7 @@ fn archive_magic(body: &[u8]) -> bool {
     body.starts_with(&[0x1f, 0x8b])
         || body.starts_with(b"PK\x03\x04")
         || body.get(257..262) == Some(b"ustar")
-        || sluice::taint::body::starts_binary(body)
+        || sluice::inspect::starts_binary(body)
 }
 
 fuzz_target!(|data: &[u8]| {

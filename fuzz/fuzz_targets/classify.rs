@@ -2,7 +2,7 @@
 //! the std-known special kinds, and IPv4-mapped forms agree.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use sluice::policy::addr::{classify, classify_v4, classify_v6};
+use sluice::inspect::{classify, classify_v4, classify_v6};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 fuzz_target!(|data: [u8; 16]| {

@@ -4,8 +4,8 @@
 //! split, and a TLS start is never called opaque or HTTP.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use sluice::intercept::{Peeked, StartReader};
-use sluice::policy::TunnelStart;
+use sluice::inspect::{Peeked, StartReader};
+use sluice::inspect::TunnelStart;
 
 fn run(pieces: &[&[u8]]) -> Option<TunnelStart> {
     let mut r = StartReader::default();

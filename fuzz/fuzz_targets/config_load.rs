@@ -2,7 +2,7 @@
 //! reports names a line inside the text.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use sluice::config::{validate, ConfigError, Source};
+use sluice::{validate, ConfigError, Source};
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {

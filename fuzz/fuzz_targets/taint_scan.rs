@@ -13,8 +13,8 @@
 //! the body.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use sluice::taint::body::BodyScanner;
-use sluice::taint::scan::{scan_all, Charset, Named, Scanner};
+use sluice::inspect::BodyScanner;
+use sluice::inspect::{scan_all, Charset, Named, Scanner};
 
 /// Names found feeding `chunks` (with `peek` after each if asked).
 fn scan(charset: Charset, chunks: &[&[u8]], peek: bool) -> Vec<String> {
@@ -62,7 +62,7 @@ fuzz_target!(|data: &[u8]| {
     found.extend(s.finish().0.into_iter().map(|n| n.host));
     assert!(s.scanned() <= 1 << 20);
     // Binary content (an ELF, an image) yields URL-context names only.
-    let binary = sluice::taint::body::starts_binary(body);
+    let binary = sluice::inspect::starts_binary(body);
     if encoding.is_none() && !binary {
         for h in scan_all(body) {
             assert!(found.contains(&h), "split at {cut} lost {h}");

@@ -2,8 +2,8 @@
 //! normalises to itself; a parsed authority's port is 1..=65535.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use sluice::policy::target::{normalize_host, parse_authority};
-use sluice::policy::Host;
+use sluice::inspect::{normalize_host, parse_authority};
+use sluice::inspect::Host;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else { return };

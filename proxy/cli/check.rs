@@ -19,7 +19,7 @@ const FIELDS: [(&str, &str); 6] = [
 ];
 
 /// `sluice check`'s report of a valid config.
-pub fn check_report(s: &Snapshot, wide: bool) -> String {
+pub(crate) fn check_report(s: &Snapshot, wide: bool) -> String {
     let mut out = format!("config {} is valid: {} task(s)\n", s.source, s.tasks.len());
     let shipped = shipped_exempt();
     let tasks: Vec<(String, [Vec<String>; 6])> = s
@@ -78,7 +78,11 @@ fn fields(t: &TaskConfig, shipped: &BTreeSet<String>) -> [Vec<String>; 6] {
         AllowMode::Shadow => "!shadow",
         AllowMode::Ask => "ask",
     };
-    let listen = t.listen.iter().map(|l| l.to_string()).collect();
+    let listen = t
+        .listen
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     [
         listen,
         allow_column(t),
@@ -171,7 +175,7 @@ fn private_column(t: &TaskConfig) -> String {
         .rules
         .allow_private
         .iter()
-        .map(|n| n.to_string())
+        .map(std::string::ToString::to_string)
         .collect();
     format!("!{}", nets.join(","))
 }

@@ -13,7 +13,7 @@ mod env;
 mod health;
 mod report;
 
-pub use check::check_report;
+pub(crate) use check::check_report;
 use env::client_env;
 use health::healthcheck;
 use report::{report, ReportOutput};
@@ -24,13 +24,13 @@ use report::{report, ReportOutput};
     version,
     about = "An allow-list egress proxy with taint-aware body blocking"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Serve. Without --config, the embedded config/default.toml.
     Run {
         /// The config file (default: the embedded config/default.toml).
@@ -84,6 +84,7 @@ pub enum Command {
     },
     /// Run one command with sluice as its only way out, then print what it
     /// reached: sluice exec --allow registry.npmjs.org -- npm install.
+    #[cfg(feature = "exec")]
     Exec {
         /// Take the task from this config (its listeners are not used).
         #[arg(long, value_name = "FILE", conflicts_with = "allow")]
@@ -123,6 +124,7 @@ pub enum Command {
         command: Vec<String>,
     },
     /// Inside `sluice exec`'s namespaces (started by exec, not by people).
+    #[cfg(feature = "exec")]
     #[command(hide = true)]
     ExecGuest(crate::exec::guest::GuestArgs),
     /// Answer yes for a task in allow_mode = "ask": admit HOST[:PORT] now
@@ -138,6 +140,7 @@ pub enum Command {
     /// a line saying who removed what.
     Untaint(UntaintArgs),
     /// The command's last step inside `sluice exec` (started by exec).
+    #[cfg(feature = "exec")]
     #[command(hide = true)]
     ExecLaunch {
         #[arg(last = true, required = true)]
@@ -187,7 +190,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum CaAction {
+pub(crate) enum CaAction {
     /// Create ca.pem and ca.key (0600) in the state folder.
     Init {
         #[command(flatten)]
@@ -206,7 +209,7 @@ pub enum CaAction {
 /// Which state folder: --state DIR, or the config's state_dir (default:
 /// the embedded config's, `sluice-state` in the working folder).
 #[derive(Debug, clap::Args)]
-pub struct StateArgs {
+pub(crate) struct StateArgs {
     /// Read the state folder from this config's state_dir (default: the
     /// embedded config's, ./sluice-state).
     #[arg(long, value_name = "FILE", conflicts_with = "state")]
@@ -228,7 +231,7 @@ impl StateArgs {
 
 /// Runs a command. Exit codes: 0 ok, 1 invalid config or refused
 /// operation (usage errors exit 2 in clap).
-pub fn execute(cli: Cli) -> ExitCode {
+pub(crate) fn execute(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run { config } => {
             let snapshot = match config::load(config.as_deref(), 1) {
@@ -296,6 +299,7 @@ pub fn execute(cli: Cli) -> ExitCode {
                 taint,
             },
         ),
+        #[cfg(feature = "exec")]
         Command::Exec {
             config,
             task,
@@ -317,7 +321,9 @@ pub fn execute(cli: Cli) -> ExitCode {
             transparent,
             command,
         }),
+        #[cfg(feature = "exec")]
         Command::ExecGuest(a) => crate::exec::guest::main(a),
+        #[cfg(feature = "exec")]
         Command::ExecLaunch { command } => crate::exec::launch::main(command),
         Command::Allow(a) => answer(a.config, a.task.as_deref(), "allow", &a.destination),
         Command::Deny(a) => answer(a.config, a.task.as_deref(), "deny", &a.destination),
@@ -396,7 +402,7 @@ fn untaint(a: UntaintArgs) -> ExitCode {
 
 /// `sluice untaint`'s arguments.
 #[derive(Debug, clap::Args)]
-pub struct UntaintArgs {
+pub(crate) struct UntaintArgs {
     /// The config sluice runs with (its [admin] listen is asked).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -411,7 +417,7 @@ pub struct UntaintArgs {
 
 /// `sluice allow` and `sluice deny`'s arguments.
 #[derive(Debug, clap::Args)]
-pub struct AnswerArgs {
+pub(crate) struct AnswerArgs {
     /// The config sluice runs with (its [admin] listen is asked).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -425,7 +431,7 @@ pub struct AnswerArgs {
 
 /// `--intercept`'s values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum InterceptArg {
+pub(crate) enum InterceptArg {
     All,
     None,
 }

@@ -8,13 +8,13 @@ use super::{out, StateArgs};
 
 /// What `sluice report` prints.
 pub(super) struct ReportOutput {
-    pub json: bool,
-    pub allow_list: bool,
-    pub since: Option<String>,
-    pub rows: bool,
-    pub follow: bool,
-    pub html: Option<PathBuf>,
-    pub taint: bool,
+    pub(crate) json: bool,
+    pub(crate) allow_list: bool,
+    pub(crate) since: Option<String>,
+    pub(crate) rows: bool,
+    pub(crate) follow: bool,
+    pub(crate) html: Option<PathBuf>,
+    pub(crate) taint: bool,
 }
 
 /// Prints the message and gives the exit code.

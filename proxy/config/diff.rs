@@ -11,7 +11,7 @@ use super::{Snapshot, TaskConfig};
 
 /// One line per task added, removed or changed, in config order (removed
 /// tasks last). Empty when the tasks are the same.
-pub fn task_changes(old: &Snapshot, new: &Snapshot) -> Vec<String> {
+pub(crate) fn task_changes(old: &Snapshot, new: &Snapshot) -> Vec<String> {
     let mut out = Vec::new();
     for t in &new.tasks {
         match old.task(&t.id) {
@@ -52,18 +52,24 @@ fn changes(old: &TaskConfig, new: &TaskConfig) -> Vec<String> {
             old.rules
                 .allow_private
                 .iter()
-                .map(|n| n.to_string())
+                .map(std::string::ToString::to_string)
                 .collect(),
             new.rules
                 .allow_private
                 .iter()
-                .map(|n| n.to_string())
+                .map(std::string::ToString::to_string)
                 .collect(),
         ),
         (
             "listen",
-            old.listen.iter().map(|l| l.to_string()).collect(),
-            new.listen.iter().map(|l| l.to_string()).collect(),
+            old.listen
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
+            new.listen
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
         ),
         (
             "passthrough",
@@ -119,7 +125,7 @@ fn changes(old: &TaskConfig, new: &TaskConfig) -> Vec<String> {
 /// What changed outside the tasks: the resolver, the admin and metrics
 /// listeners, the state folder, limits, logs and upstream roots. Settings
 /// a reload cannot apply say so ("after a restart").
-pub fn global_changes(old: &Snapshot, new: &Snapshot) -> Vec<String> {
+pub(crate) fn global_changes(old: &Snapshot, new: &Snapshot) -> Vec<String> {
     let mut out = Vec::new();
     let (o, n) = (&old.resolver, &new.resolver);
     if o.nameservers != n.nameservers {
@@ -143,8 +149,10 @@ pub fn global_changes(old: &Snapshot, new: &Snapshot) -> Vec<String> {
     if !added.is_empty() || !dropped.is_empty() {
         out.push(format!("resolver.hosts +{added} -{dropped}"));
     }
-    let listen =
-        |l: &Option<super::ListenAddr>| l.as_ref().map_or("none".to_string(), |l| l.to_string());
+    let listen = |l: &Option<super::ListenAddr>| {
+        l.as_ref()
+            .map_or("none".to_string(), std::string::ToString::to_string)
+    };
     let restart = [
         ("admin.listen", listen(&old.admin), listen(&new.admin)),
         (
@@ -180,7 +188,7 @@ fn nameservers(n: &super::Nameservers) -> String {
     match n {
         super::Nameservers::System => "system".to_string(),
         super::Nameservers::List(l) => {
-            let v: Vec<String> = l.iter().map(|a| a.to_string()).collect();
+            let v: Vec<String> = l.iter().map(std::string::ToString::to_string).collect();
             v.join(",")
         }
     }

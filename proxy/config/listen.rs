@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Where a listener listens.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ListenAddr {
+pub(crate) enum ListenAddr {
     Tcp(SocketAddr),
     Unix(PathBuf),
     /// `cid` is the local CID to bind (`u32::MAX`: any); `peer`, when set,
@@ -45,7 +45,7 @@ impl fmt::Display for ListenAddr {
 impl ListenAddr {
     /// Parses `tcp:IP:PORT`, `unix:PATH` (relative to `base`), `vsock:PORT`
     /// or `vsock:CID:PORT`, either with `@PEER`: the guest CID it accepts.
-    pub fn parse(s: &str, base: &Path) -> Result<ListenAddr, String> {
+    pub(crate) fn parse(s: &str, base: &Path) -> Result<ListenAddr, String> {
         if let Some(rest) = s.strip_prefix("tcp:") {
             return rest
                 .parse::<SocketAddr>()

@@ -10,7 +10,7 @@
 //! uses `task` (one `[[task]]`), which uses `validator` (problem
 //! collection and the checks both share).
 
-pub mod diff;
+pub(crate) mod diff;
 mod listen;
 mod raw;
 mod sections;
@@ -25,49 +25,50 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::policy::{TaintMode, TaskRules};
-pub use listen::ListenAddr;
+pub(crate) use listen::ListenAddr;
 use raw::RawConfig;
-pub use task::private_net;
+#[cfg(feature = "exec")]
+pub(crate) use task::private_net;
 use validator::Validator;
 
 /// The embedded default config (`config/default.toml`).
-pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+pub(crate) const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 
 /// TLS interception setting of a task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Intercept {
+pub(crate) enum Intercept {
     All,
     None,
 }
 
 #[derive(Clone, Debug)]
-pub struct TaintSettings {
-    pub mode: TaintMode,
+pub(crate) struct TaintSettings {
+    pub(crate) mode: TaintMode,
     /// Hosts never tainted (normalised).
-    pub exempt: HashSet<String>,
+    pub(crate) exempt: HashSet<String>,
     /// Bound on the taint set; an insert past it fails the task closed.
-    pub max_hosts: usize,
+    pub(crate) max_hosts: usize,
     /// Decoded bytes scanned per response at most (decompression bombs).
-    pub max_scan_bytes: u64,
+    pub(crate) max_scan_bytes: u64,
     /// Whether a response may taint the host that served it. Excluded by
     /// default: an API whose JSON links to itself would otherwise refuse
     /// every later upload to that API, and a host naming itself gives the
     /// agent nothing it did not already choose.
-    pub self_taint: SelfTaint,
+    pub(crate) self_taint: SelfTaint,
     /// Multi-tenant hosts, tainted per owner (SPEC §4).
-    pub by_owner: crate::policy::owners::ByOwner,
+    pub(crate) by_owner: crate::policy::owners::ByOwner,
     /// `[task.taint] related`: a response from a group's first host (a
     /// registry's index) does not taint the other hosts of its group (its
     /// file and web hosts): host → the first host of its group. One way
     /// only: what the file hosts serve (package contents, anyone's) still
     /// taints the index.
-    pub related: std::collections::HashMap<String, String>,
+    pub(crate) related: std::collections::HashMap<String, String>,
 }
 
 impl TaintSettings {
     /// Is `name` the host that served a response, or one its `related`
     /// group lets that host name without tainting?
-    pub fn same_site(&self, name: &str, served_by: &str) -> bool {
+    pub(crate) fn same_site(&self, name: &str, served_by: &str) -> bool {
         name == served_by
             || self
                 .related
@@ -76,52 +77,52 @@ impl TaintSettings {
     }
 }
 
-pub use crate::policy::SelfTaint;
+pub(crate) use crate::policy::SelfTaint;
 
 /// One task: who arrives on its listeners and what they may reach.
 #[derive(Clone, Debug)]
-pub struct TaskConfig {
-    pub id: String,
-    pub listen: Vec<ListenAddr>,
-    pub rules: TaskRules,
-    pub intercept: Intercept,
-    pub passthrough: HashSet<String>,
-    pub taint: TaintSettings,
+pub(crate) struct TaskConfig {
+    pub(crate) id: String,
+    pub(crate) listen: Vec<ListenAddr>,
+    pub(crate) rules: TaskRules,
+    pub(crate) intercept: Intercept,
+    pub(crate) passthrough: HashSet<String>,
+    pub(crate) taint: TaintSettings,
     /// `allow_mode = "ask"`: how long a request waits for a person.
-    pub ask_timeout: Duration,
+    pub(crate) ask_timeout: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Nameservers {
+pub(crate) enum Nameservers {
     System,
     List(Vec<SocketAddr>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolverSettings {
-    pub nameservers: Nameservers,
+pub(crate) struct ResolverSettings {
+    pub(crate) nameservers: Nameservers,
     /// Pinned answers, like curl --resolve. Still classified.
-    pub hosts: HashMap<String, Vec<IpAddr>>,
+    pub(crate) hosts: HashMap<String, Vec<IpAddr>>,
 }
 
 /// Resource limits. Defaults suit a sidecar serving one agent or build.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Concurrent client connections per task; past it a 503.
-    pub max_connections_per_task: usize,
+    pub(crate) max_connections_per_task: usize,
     /// Time a client has to send a request head (also the keep-alive idle time).
-    pub header_timeout: Duration,
+    pub(crate) header_timeout: Duration,
     /// Largest request head accepted.
-    pub max_header_bytes: usize,
+    pub(crate) max_header_bytes: usize,
     /// Upstream connect timeout (`upstream-timeout`, 504).
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// Time an upstream has to answer a forwarded request with a response
     /// head (`upstream-timeout`, 504).
-    pub first_byte_timeout: Duration,
+    pub(crate) first_byte_timeout: Duration,
     /// A tunnel with no bytes either way for this long is closed.
-    pub tunnel_idle_timeout: Duration,
+    pub(crate) tunnel_idle_timeout: Duration,
     /// Grace period for open connections on shutdown.
-    pub drain: Duration,
+    pub(crate) drain: Duration,
 }
 
 impl Default for Limits {
@@ -142,11 +143,11 @@ impl Default for Limits {
 /// (older ones shift up) when it passes `rotate_bytes`; `keep` rotated
 /// files are kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LogSettings {
-    pub rotate_bytes: u64,
-    pub keep: usize,
+pub(crate) struct LogSettings {
+    pub(crate) rotate_bytes: u64,
+    pub(crate) keep: usize,
     /// Each access row also goes to stdout, one JSON line.
-    pub stdout: bool,
+    pub(crate) stdout: bool,
 }
 
 impl Default for LogSettings {
@@ -162,7 +163,9 @@ impl Default for LogSettings {
 /// Where a config came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
+    /// A file (its path as given).
     File(PathBuf),
+    /// The default config built into the binary.
     Embedded,
 }
 
@@ -178,34 +181,34 @@ impl fmt::Display for Source {
 /// A validated config. Immutable; a reload builds a new one.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// A hash of the config text this was built from (the file watcher
     /// compares it with the file).
-    pub fingerprint: u64,
-    pub source: Source,
-    pub state_dir: PathBuf,
+    pub(crate) fingerprint: u64,
+    pub(crate) source: Source,
+    pub(crate) state_dir: PathBuf,
     /// Mode task unix sockets are created with (the admin socket is 0600).
-    pub unix_mode: u32,
-    pub admin: Option<ListenAddr>,
+    pub(crate) unix_mode: u32,
+    pub(crate) admin: Option<ListenAddr>,
     /// `[admin] metrics_listen`: a read-only TCP listener serving only
     /// `/metrics` and `/healthz` (for Prometheus and probes).
-    pub metrics_listen: Option<ListenAddr>,
-    pub resolver: ResolverSettings,
-    pub extra_roots: Vec<PathBuf>,
+    pub(crate) metrics_listen: Option<ListenAddr>,
+    pub(crate) resolver: ResolverSettings,
+    pub(crate) extra_roots: Vec<PathBuf>,
     /// `publish_ca`: a folder sluice copies `ca.pem` and `ca-bundle.pem`
     /// to (and nothing else), to share with tasks instead of the state
     /// folder.
-    pub publish_ca: Option<PathBuf>,
-    pub limits: Limits,
-    pub logs: LogSettings,
-    pub tasks: Vec<Arc<TaskConfig>>,
+    pub(crate) publish_ca: Option<PathBuf>,
+    pub(crate) limits: Limits,
+    pub(crate) logs: LogSettings,
+    pub(crate) tasks: Vec<Arc<TaskConfig>>,
     /// Valid but probably not meant (`file:line: key: message`), in line
     /// order: `check` prints them, `run` logs them.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Snapshot {
-    pub fn task(&self, id: &str) -> Option<&Arc<TaskConfig>> {
+    pub(crate) fn task(&self, id: &str) -> Option<&Arc<TaskConfig>> {
         self.tasks.iter().find(|t| t.id == id)
     }
 }
@@ -213,22 +216,33 @@ impl Snapshot {
 /// One problem in a config.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The line of the config the problem is on, where it has one.
     pub line: Option<usize>,
+    /// The key (`task.agent.allow`) or section it is about.
     pub key: String,
+    /// What is wrong, as a sentence.
     pub message: String,
 }
 
+/// Why a config was not loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read config {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// What the OS said.
         #[source]
         source: std::io::Error,
     },
+    /// The text was read but is not a valid config: every problem found,
+    /// each with its line.
     #[error("{}", render_problems(.origin, .problems))]
     Invalid {
+        /// Where the text came from.
         origin: Source,
+        /// Every problem, in the order of the text.
         problems: Vec<Problem>,
     },
 }
@@ -263,7 +277,7 @@ fn render_problem(source: &Source, p: &Problem) -> String {
 }
 
 /// A hash of a config text.
-pub fn fingerprint(text: &[u8]) -> u64 {
+pub(crate) fn fingerprint(text: &[u8]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
@@ -271,7 +285,7 @@ pub fn fingerprint(text: &[u8]) -> u64 {
 }
 
 /// Loads and validates a config file (or the embedded default).
-pub fn load(path: Option<&Path>, generation: u64) -> Result<Snapshot, ConfigError> {
+pub(crate) fn load(path: Option<&Path>, generation: u64) -> Result<Snapshot, ConfigError> {
     match path {
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {

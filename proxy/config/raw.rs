@@ -10,115 +10,115 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-pub type S<T> = Spanned<T>;
+pub(crate) type S<T> = Spanned<T>;
 
 #[derive(Debug, Deserialize)]
-pub struct RawConfig {
-    pub state_dir: Option<S<String>>,
+pub(crate) struct RawConfig {
+    pub(crate) state_dir: Option<S<String>>,
     /// A folder to copy the CA certificate and bundle to, for tasks.
-    pub publish_ca: Option<S<String>>,
+    pub(crate) publish_ca: Option<S<String>>,
     /// Mode of task unix sockets, octal ("0660").
-    pub unix_mode: Option<S<String>>,
-    pub admin: Option<RawAdmin>,
-    pub resolver: Option<RawResolver>,
-    pub upstream: Option<RawUpstream>,
-    pub limits: Option<RawLimits>,
-    pub logs: Option<RawLogs>,
+    pub(crate) unix_mode: Option<S<String>>,
+    pub(crate) admin: Option<RawAdmin>,
+    pub(crate) resolver: Option<RawResolver>,
+    pub(crate) upstream: Option<RawUpstream>,
+    pub(crate) limits: Option<RawLimits>,
+    pub(crate) logs: Option<RawLogs>,
     #[serde(default)]
-    pub task: Vec<S<RawTask>>,
+    pub(crate) task: Vec<S<RawTask>>,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct RawAdmin {
-    pub listen: Option<S<String>>,
-    pub metrics_listen: Option<S<String>>,
+pub(crate) struct RawAdmin {
+    pub(crate) listen: Option<S<String>>,
+    pub(crate) metrics_listen: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-pub enum RawNameservers {
+pub(crate) enum RawNameservers {
     Named(String),
     List(Vec<String>),
 }
 
 #[derive(Debug, Deserialize)]
-pub struct RawResolver {
-    pub nameservers: Option<S<RawNameservers>>,
+pub(crate) struct RawResolver {
+    pub(crate) nameservers: Option<S<RawNameservers>>,
     #[serde(default)]
-    pub hosts: BTreeMap<String, S<Vec<S<String>>>>,
+    pub(crate) hosts: BTreeMap<String, S<Vec<S<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct RawUpstream {
+pub(crate) struct RawUpstream {
     #[serde(default)]
-    pub extra_roots: Vec<S<String>>,
+    pub(crate) extra_roots: Vec<S<String>>,
 }
 
 /// Resource limits; every field has a default (see `Limits`).
 #[derive(Debug, Deserialize)]
-pub struct RawLimits {
-    pub max_connections_per_task: Option<S<i64>>,
-    pub header_timeout_secs: Option<S<i64>>,
-    pub max_header_bytes: Option<S<i64>>,
-    pub connect_timeout_secs: Option<S<i64>>,
-    pub first_byte_timeout_secs: Option<S<i64>>,
-    pub tunnel_idle_timeout_secs: Option<S<i64>>,
-    pub drain_secs: Option<S<i64>>,
+pub(crate) struct RawLimits {
+    pub(crate) max_connections_per_task: Option<S<i64>>,
+    pub(crate) header_timeout_secs: Option<S<i64>>,
+    pub(crate) max_header_bytes: Option<S<i64>>,
+    pub(crate) connect_timeout_secs: Option<S<i64>>,
+    pub(crate) first_byte_timeout_secs: Option<S<i64>>,
+    pub(crate) tunnel_idle_timeout_secs: Option<S<i64>>,
+    pub(crate) drain_secs: Option<S<i64>>,
 }
 
 /// Access-log rotation.
 #[derive(Debug, Deserialize)]
-pub struct RawLogs {
-    pub rotate_bytes: Option<S<i64>>,
-    pub keep: Option<S<i64>>,
-    pub stdout: Option<S<bool>>,
+pub(crate) struct RawLogs {
+    pub(crate) rotate_bytes: Option<S<i64>>,
+    pub(crate) keep: Option<S<i64>>,
+    pub(crate) stdout: Option<S<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct RawTask {
-    pub id: S<String>,
+pub(crate) struct RawTask {
+    pub(crate) id: S<String>,
     #[serde(default)]
-    pub listen: Vec<S<String>>,
+    pub(crate) listen: Vec<S<String>>,
     #[serde(default)]
-    pub allow: Vec<S<String>>,
-    pub allow_mode: Option<S<String>>,
+    pub(crate) allow: Vec<S<String>>,
+    pub(crate) allow_mode: Option<S<String>>,
     /// How long `allow_mode = "ask"` holds a request for an answer.
-    pub ask_timeout_secs: Option<S<i64>>,
+    pub(crate) ask_timeout_secs: Option<S<i64>>,
     #[serde(default)]
-    pub allow_private: Vec<S<String>>,
-    pub intercept: Option<S<String>>,
+    pub(crate) allow_private: Vec<S<String>>,
+    pub(crate) intercept: Option<S<String>>,
     #[serde(default)]
-    pub passthrough: Vec<S<String>>,
-    pub taint: Option<RawTaint>,
+    pub(crate) passthrough: Vec<S<String>>,
+    pub(crate) taint: Option<RawTaint>,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct RawTaint {
-    pub mode: Option<S<String>>,
+pub(crate) struct RawTaint {
+    pub(crate) mode: Option<S<String>>,
     #[serde(default)]
-    pub exempt: Vec<S<String>>,
-    pub max_hosts: Option<S<i64>>,
+    pub(crate) exempt: Vec<S<String>>,
+    pub(crate) max_hosts: Option<S<i64>>,
     /// Decoded bytes scanned per response at most.
-    pub max_scan_bytes: Option<S<i64>>,
+    pub(crate) max_scan_bytes: Option<S<i64>>,
     /// `"exclude"` (default): a response does not taint the host that
     /// served it; `"taint"`: it does.
     #[serde(rename = "self")]
-    pub self_: Option<S<String>>,
+    pub(crate) self_: Option<S<String>>,
     /// Multi-tenant hosts tainted per owner (default: the code forges).
-    pub by_owner: Option<Vec<S<String>>>,
+    pub(crate) by_owner: Option<Vec<S<String>>>,
     /// Groups of hosts that count as one site: a response from one does
     /// not taint the others (default: each registry with its file hosts).
-    pub related: Option<Vec<Vec<S<String>>>>,
+    pub(crate) related: Option<Vec<Vec<S<String>>>>,
 }
 
 /// A key the config does not know, and where it is written.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Unknown {
+pub(crate) struct Unknown {
     /// `logs.rotate`, `task[1].alow`.
-    pub key: String,
-    pub span: Option<std::ops::Range<usize>>,
+    pub(crate) key: String,
+    pub(crate) span: Option<std::ops::Range<usize>>,
     /// The known key of the same table nearest to it, if one is near.
-    pub nearest: Option<&'static str>,
+    pub(crate) nearest: Option<&'static str>,
 }
 
 /// Every key each table knows, for "did you mean". A key missing here only
@@ -211,7 +211,7 @@ enum Step {
 
 /// Parses a config text, collecting the keys it does not know instead of
 /// stopping at the first.
-pub fn parse(text: &str) -> Result<(RawConfig, Vec<Unknown>), toml::de::Error> {
+pub(crate) fn parse(text: &str) -> Result<(RawConfig, Vec<Unknown>), toml::de::Error> {
     let de = toml::de::Deserializer::parse(text)?;
     let mut paths: Vec<Vec<Step>> = Vec::new();
     let raw: RawConfig = serde_ignored::deserialize(de, |path| paths.push(steps(&path)))?;
@@ -272,7 +272,7 @@ fn render(steps: &[Step]) -> String {
 /// The key whose value is written at `offset`: `task[1].listen`, for a
 /// problem serde found in a value's type. (A table's own span covers only
 /// its header, so the search goes down to the values.)
-pub fn key_at(text: &str, offset: usize) -> Option<String> {
+pub(crate) fn key_at(text: &str, offset: usize) -> Option<String> {
     let doc = DeTable::parse(text).ok()?;
     let mut steps = Vec::new();
     find_in_table(doc.get_ref(), offset, &mut steps).then(|| render(&steps))

@@ -390,7 +390,7 @@ fn allow_hint(written: &str) -> Option<String> {
 /// then the hosts its metadata names for its own files and pages, so the
 /// index does not taint them. Forges are never here: their owners are
 /// tainted by owner.
-pub fn default_related() -> Vec<Vec<String>> {
+pub(crate) fn default_related() -> Vec<Vec<String>> {
     const GROUPS: &[&[&str]] = &[
         &[
             "registry.npmjs.org",
@@ -406,7 +406,7 @@ pub fn default_related() -> Vec<Vec<String>> {
     ];
     GROUPS
         .iter()
-        .map(|g| g.iter().map(|h| h.to_string()).collect())
+        .map(|g| g.iter().map(std::string::ToString::to_string).collect())
         .collect()
 }
 
@@ -424,7 +424,7 @@ fn related_groups(groups: &[Vec<String>]) -> std::collections::HashMap<String, S
 }
 
 /// One `allow_private` entry: a CIDR, or a single IP, without host bits.
-pub fn private_net(s: &str) -> Result<IpNet, String> {
+pub(crate) fn private_net(s: &str) -> Result<IpNet, String> {
     let parsed = s
         .parse::<IpNet>()
         .or_else(|_| s.parse::<IpAddr>().map(IpNet::from));

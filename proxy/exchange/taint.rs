@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 use super::ConnCtx;
 use crate::config::TaskConfig;
 use crate::policy::names::{self, Named, TaintKey};
-use crate::policy::TaintMode;
 use crate::taint::Inserted;
 
 /// What one response has tainted so far.
 #[derive(Debug, Default)]
-pub struct Tally {
+pub(crate) struct Tally {
     /// Keys held for names in progress at the last chunk's end.
     held: Vec<TaintKey>,
     /// New taints, and the first few of them for the summary line.
@@ -29,7 +28,7 @@ pub struct Tally {
 
 impl Tally {
     /// Does it hold keys for a name in progress?
-    pub fn holds(&self) -> bool {
+    pub(crate) fn holds(&self) -> bool {
         !self.held.is_empty()
     }
 }
@@ -46,7 +45,7 @@ impl ConnCtx {
     /// `names` for good, `pending` (names in progress at a chunk's end)
     /// held in place of the ones held before. In enforce mode, opaque
     /// tunnels that a new taint refuses close.
-    pub fn taint(
+    pub(crate) fn taint(
         &self,
         task: &TaskConfig,
         tally: &mut Tally,
@@ -55,7 +54,7 @@ impl ConnCtx {
         source: &Arc<str>,
         served_by: &str,
     ) {
-        let snap = self.shared.snapshot.load();
+        let snap = self.shared.snapshot();
         // The taint settings in force now: a long response may outlive a
         // reload (shadow to enforce, new exemptions or max_hosts).
         let task = snap.task(&self.task.id).map(|t| &**t).unwrap_or(task);
@@ -89,7 +88,7 @@ impl ConnCtx {
             .insert(key, source, &task.taint, &self.shared.log)
         {
             Inserted::New => {
-                tracing::debug!(task = %self.task.id, key = %key, source = %source, "tainted");
+                tracing::debug!(key = %key, source = %source, "tainted");
                 tally.new += 1;
                 if tally.sample.len() < SAMPLE {
                     tally.sample.push(key.to_string());
@@ -98,17 +97,17 @@ impl ConnCtx {
                     .metrics
                     .taint_hosts
                     .set(self.task.taint.len() as i64);
-                if task.taint.mode == TaintMode::Enforce {
+                if task.taint.mode.revokes() {
                     self.revoke(task, key);
                 }
             }
             Inserted::Overflow { first: true } => {
                 self.task.metrics.taint_overflow.set(1);
                 tracing::error!(
-                    task = %self.task.id, max_hosts = task.taint.max_hosts,
+                    max_hosts = task.taint.max_hosts,
                     "taint-overflow: the taint set is full; from now on every body-carrying request to a non-exempt host is refused"
                 );
-                if task.taint.mode == TaintMode::Enforce {
+                if task.taint.mode.revokes() {
                     self.task.tunnels.revoke_all();
                 }
             }
@@ -144,7 +143,7 @@ impl ConnCtx {
     /// The response ended: lets go of what it held, and says in one line
     /// what it tainted (at most one such line a second; the rest are
     /// counted into the next).
-    pub fn taint_done(&self, tally: &mut Tally, source: &str) {
+    pub(crate) fn taint_done(&self, tally: &mut Tally, source: &str) {
         self.task.taint.release(&std::mem::take(&mut tally.held));
         if tally.new == 0 {
             return;
@@ -173,7 +172,6 @@ impl ConnCtx {
             String::new()
         };
         tracing::info!(
-            task = %self.task.id,
             "tainted {} name{} from {source}: {shown}{earlier}; list them with: sluice report --taint",
             tally.new,
             if tally.new == 1 { "" } else { "s" },

@@ -29,7 +29,7 @@ use super::transparent::{self, Names};
 use super::{Options, MARKER, RELAY_PORT, TRANSPARENT_PORT};
 
 /// What the command's environment says: `sluice env` for the relay inside.
-pub fn client_env(task: &TaskConfig, state: &Path) -> Result<Env, String> {
+pub(crate) fn client_env(task: &TaskConfig, state: &Path) -> Result<Env, String> {
     let ca = (task.intercept == Intercept::All).then(|| {
         (
             crate::tls::ca::cert_path(state).display().to_string(),
@@ -49,7 +49,11 @@ const SELF_EXE: &str = "/proc/self/exe";
 
 /// Starts the guest, which makes the namespaces, and waits for it;
 /// SIGTERM and SIGHUP to sluice are passed on to it.
-pub async fn spawn(o: &Options, task: &TaskConfig, state: &Path) -> Result<ExitStatus, String> {
+pub(crate) async fn spawn(
+    o: &Options,
+    task: &TaskConfig,
+    state: &Path,
+) -> Result<ExitStatus, String> {
     let socket = state.join("exec.sock");
     let env = client_env(task, state)?;
     let mut cmd = tokio::process::Command::new(SELF_EXE);
@@ -86,7 +90,7 @@ pub async fn spawn(o: &Options, task: &TaskConfig, state: &Path) -> Result<ExitS
 }
 
 /// The host names a task's allow-list names (for the transparent DNS).
-pub fn allowed_names(task: &TaskConfig) -> Vec<String> {
+pub(crate) fn allowed_names(task: &TaskConfig) -> Vec<String> {
     let mut names: Vec<String> = task
         .rules
         .allow
@@ -106,34 +110,34 @@ pub fn allowed_names(task: &TaskConfig) -> Vec<String> {
 
 /// `sluice exec-guest`'s arguments (given by [`spawn`], not by people).
 #[derive(Debug, Clone, clap::Args)]
-pub struct GuestArgs {
+pub(crate) struct GuestArgs {
     /// sluice's socket.
     #[arg(long)]
-    pub to: PathBuf,
+    pub(crate) to: PathBuf,
     /// The state folder (covered before the command starts).
     #[arg(long)]
-    pub state: PathBuf,
+    pub(crate) state: PathBuf,
     /// sluice's own namespaces (the guest's must all differ).
     #[command(flatten)]
-    pub sluice: Namespaces,
+    pub(crate) sluice: Namespaces,
     /// Set by the first stage when it starts the second, in the new
     /// namespaces.
     #[arg(long)]
-    pub inside: bool,
+    pub(crate) inside: bool,
     #[arg(long)]
-    pub transparent: bool,
+    pub(crate) transparent: bool,
     /// `--learn`: the transparent DNS answers any name.
     #[arg(long)]
-    pub any_name: bool,
+    pub(crate) any_name: bool,
     /// Names the transparent DNS answers.
     #[arg(long = "name")]
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
     #[arg(last = true, required = true)]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
 /// `sluice exec-guest`: the first stage, or with `--inside` the second.
-pub fn main(a: GuestArgs) -> ExitCode {
+pub(crate) fn main(a: GuestArgs) -> ExitCode {
     if !a.inside {
         return first_stage();
     }

@@ -36,14 +36,14 @@ use seccompiler::{
 };
 
 /// The sockets the command may create: (family, types under `0xf`).
-pub const ALLOWED_SOCKETS: [(i32, &[i32]); 3] = [
+pub(crate) const ALLOWED_SOCKETS: [(i32, &[i32]); 3] = [
     (libc::AF_INET, &[libc::SOCK_STREAM, libc::SOCK_DGRAM]),
     (libc::AF_INET6, &[libc::SOCK_STREAM, libc::SOCK_DGRAM]),
     (libc::AF_NETLINK, &[libc::SOCK_DGRAM, libc::SOCK_RAW]),
 ];
 
 /// The socket pairs the command may create: (family, types under `0xf`).
-pub const ALLOWED_PAIRS: [(i32, &[i32]); 1] =
+pub(crate) const ALLOWED_PAIRS: [(i32, &[i32]); 1] =
     [(libc::AF_UNIX, &[libc::SOCK_STREAM, libc::SOCK_SEQPACKET])];
 
 /// The bits of a socket type that name it (`SOCK_TYPE_MASK`); the rest
@@ -207,7 +207,7 @@ fn close_inherited() {
 
 /// Installs the filter on this (single-threaded) process; it is inherited
 /// across exec, with no_new_privs set.
-pub fn install() -> Result<(), String> {
+pub(crate) fn install() -> Result<(), String> {
     let arch = std::env::consts::ARCH
         .try_into()
         .map_err(|e| format!("{e:?}"))?;
@@ -229,7 +229,7 @@ fn program(
 }
 
 /// Nests, drops the capabilities, filters, then becomes CMD.
-pub fn main(command: Vec<String>) -> ExitCode {
+pub(crate) fn main(command: Vec<String>) -> ExitCode {
     let confined = nest().and_then(|()| drop_capabilities()).and_then(|()| {
         let status = std::fs::read_to_string("/proc/self/status")
             .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;

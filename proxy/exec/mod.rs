@@ -13,10 +13,10 @@
 //! be made: the guest proves its isolation first and leaves a marker; no
 //! marker, no claim that the command ran confined.
 
-pub mod guest;
-pub mod launch;
-pub mod ns;
-pub mod transparent;
+pub(crate) mod guest;
+pub(crate) mod launch;
+pub(crate) mod ns;
+pub(crate) mod transparent;
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -28,9 +28,9 @@ use crate::config::{self, Intercept, ListenAddr, Snapshot, Source};
 use crate::policy::{AllowMode, TaintMode};
 
 /// The relay's port inside the namespace (the proxy the command is given).
-pub const RELAY_PORT: u16 = 3128;
+pub(crate) const RELAY_PORT: u16 = 3128;
 /// The transparent relay's port inside the namespace (nft redirects to it).
-pub const TRANSPARENT_PORT: u16 = 3129;
+pub(crate) const TRANSPARENT_PORT: u16 = 3129;
 /// The task id of a run made from `--allow`.
 const EXEC_TASK: &str = "exec";
 /// The guest writes this file into the state folder once its isolation is
@@ -39,20 +39,20 @@ const MARKER: &str = "exec-guest.started";
 
 /// `sluice exec`'s options, as the command line gave them.
 #[derive(Debug, Clone)]
-pub struct Options {
-    pub config: Option<PathBuf>,
-    pub task: Option<String>,
-    pub allow: Vec<String>,
-    pub allow_private: Vec<String>,
-    pub learn: bool,
-    pub intercept: Option<Intercept>,
-    pub state: Option<PathBuf>,
-    pub transparent: bool,
-    pub command: Vec<String>,
+pub(crate) struct Options {
+    pub(crate) config: Option<PathBuf>,
+    pub(crate) task: Option<String>,
+    pub(crate) allow: Vec<String>,
+    pub(crate) allow_private: Vec<String>,
+    pub(crate) learn: bool,
+    pub(crate) intercept: Option<Intercept>,
+    pub(crate) state: Option<PathBuf>,
+    pub(crate) transparent: bool,
+    pub(crate) command: Vec<String>,
 }
 
 /// Runs `sluice exec`; its exit code is the command's.
-pub fn run(o: Options) -> ExitCode {
+pub(crate) fn run(o: Options) -> ExitCode {
     match run_inner(&o) {
         Ok(code) => code,
         Err(e) => {

@@ -14,25 +14,25 @@ use nix::sched::CloneFlags;
 
 /// A process's namespaces, by the inodes of `/proc/self/ns/*`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
-pub struct Namespaces {
+pub(crate) struct Namespaces {
     /// Its user namespace: the one its capabilities count in.
     #[arg(long = "user-ns")]
-    pub user: u64,
+    pub(crate) user: u64,
     /// Its mount namespace: where the guest's mounts (the covered state
     /// folder, read-only kernel settings) are made.
     #[arg(long = "mnt-ns")]
-    pub mnt: u64,
+    pub(crate) mnt: u64,
     /// Its PID namespace: no other process of the machine is visible.
     #[arg(long = "pid-ns")]
-    pub pid: u64,
+    pub(crate) pid: u64,
     /// Its network namespace: loopback only.
     #[arg(long = "net-ns")]
-    pub net: u64,
+    pub(crate) net: u64,
 }
 
 impl Namespaces {
     /// The calling process's namespaces.
-    pub fn of_self() -> Result<Namespaces, String> {
+    pub(crate) fn of_self() -> Result<Namespaces, String> {
         let ino = |name: &str| {
             let path = format!("/proc/self/ns/{name}");
             std::fs::metadata(&path)
@@ -48,7 +48,7 @@ impl Namespaces {
     }
 
     /// These namespaces as the guest's command line gives them.
-    pub fn args(&self) -> [String; 8] {
+    pub(crate) fn args(&self) -> [String; 8] {
         [
             "--user-ns".into(),
             self.user.to_string(),
@@ -65,7 +65,7 @@ impl Namespaces {
 /// Proves that a process with namespaces `mine` and process id `pid` is
 /// isolated from sluice (`sluice`'s namespaces): every namespace differs,
 /// and it is the first process of its PID namespace.
-pub fn prove(mine: &Namespaces, sluice: &Namespaces, pid: i32) -> Result<(), String> {
+pub(crate) fn prove(mine: &Namespaces, sluice: &Namespaces, pid: i32) -> Result<(), String> {
     let same: Vec<&str> = [
         ("user", mine.user == sluice.user),
         ("mount", mine.mnt == sluice.mnt),
@@ -93,7 +93,7 @@ pub fn prove(mine: &Namespaces, sluice: &Namespaces, pid: i32) -> Result<(), Str
 /// Moves this (single-threaded) process into a new user namespace and the
 /// new namespaces `others` names, owned by it, as root inside: user id and
 /// group id 0 map to the caller's, and nothing else is mapped.
-pub fn enter(others: CloneFlags) -> Result<(), String> {
+pub(crate) fn enter(others: CloneFlags) -> Result<(), String> {
     let uid = rustix::process::geteuid().as_raw();
     let gid = rustix::process::getegid().as_raw();
     nix::sched::unshare(CloneFlags::CLONE_NEWUSER | others)
@@ -114,7 +114,7 @@ pub fn enter(others: CloneFlags) -> Result<(), String> {
 
 /// In a new mount and PID namespace (proven first): stops mounts from
 /// propagating anywhere, and mounts a `/proc` of this PID namespace.
-pub fn private_mounts_and_proc() -> Result<(), String> {
+pub(crate) fn private_mounts_and_proc() -> Result<(), String> {
     use rustix::mount::{mount, mount_change, MountFlags, MountPropagationFlags};
     mount_change(
         "/",
@@ -135,7 +135,7 @@ pub fn private_mounts_and_proc() -> Result<(), String> {
 /// SIGINT held: Ctrl-C reaches the command from the terminal itself (it
 /// is in the terminal's process group), and the processes between must
 /// outlive it to report the command's exit.
-pub struct Relay {
+pub(crate) struct Relay {
     term: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
@@ -144,7 +144,7 @@ pub struct Relay {
 impl Relay {
     /// Installs the handlers (before the child starts, so that no signal
     /// falls between).
-    pub fn install() -> Result<Relay, String> {
+    pub(crate) fn install() -> Result<Relay, String> {
         use tokio::signal::unix::{signal, SignalKind};
         let on = |kind: SignalKind| signal(kind).map_err(|e| format!("cannot watch signals: {e}"));
         Ok(Relay {
@@ -155,7 +155,10 @@ impl Relay {
     }
 
     /// Waits for `child`, passing SIGTERM and SIGHUP on to it.
-    pub async fn wait(&mut self, child: &mut tokio::process::Child) -> std::io::Result<ExitStatus> {
+    pub(crate) async fn wait(
+        &mut self,
+        child: &mut tokio::process::Child,
+    ) -> std::io::Result<ExitStatus> {
         use rustix::process::Signal;
         loop {
             let signal = tokio::select! {

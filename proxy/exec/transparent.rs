@@ -28,7 +28,7 @@ const SPAN: u32 = (1 << 17) - 2;
 
 /// The names the namespace may resolve and the address each stands for.
 #[derive(Debug, Default)]
-pub struct Names {
+pub(crate) struct Names {
     by_name: HashMap<String, Ipv4Addr>,
     by_addr: HashMap<Ipv4Addr, String>,
     /// Any name gets an address (`--learn`: shadow mode relays any public
@@ -45,7 +45,7 @@ pub struct Names {
 const MAX_REFUSED: usize = 1000;
 
 impl Names {
-    pub fn new(names: &[String], any: bool) -> Names {
+    pub(crate) fn new(names: &[String], any: bool) -> Names {
         let mut n = Names {
             any,
             ..Names::default()
@@ -71,7 +71,7 @@ impl Names {
 
     /// The address `name` (any case, with or without the final dot)
     /// resolves to here, if it may resolve at all.
-    pub fn resolve(&mut self, name: &str) -> Option<Ipv4Addr> {
+    pub(crate) fn resolve(&mut self, name: &str) -> Option<Ipv4Addr> {
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         match self.by_name.get(&name) {
             Some(a) => Some(*a),
@@ -86,18 +86,18 @@ impl Names {
     }
 
     /// The names refused since the last call, each once in the run.
-    pub fn take_refused(&mut self) -> Vec<String> {
+    pub(crate) fn take_refused(&mut self) -> Vec<String> {
         std::mem::take(&mut self.refused)
     }
 
     /// The name an address handed out stands for.
-    pub fn name_of(&self, addr: Ipv4Addr) -> Option<&str> {
+    pub(crate) fn name_of(&self, addr: Ipv4Addr) -> Option<&str> {
         self.by_addr.get(&addr).map(String::as_str)
     }
 }
 
 /// The answer to one DNS query packet, or None for what is not a query.
-pub fn answer(packet: &[u8], names: &Mutex<Names>) -> Option<Vec<u8>> {
+pub(crate) fn answer(packet: &[u8], names: &Mutex<Names>) -> Option<Vec<u8>> {
     let query = Message::from_vec(packet).ok()?;
     if query.metadata.message_type != MessageType::Query {
         return None;
@@ -112,7 +112,7 @@ pub fn answer(packet: &[u8], names: &Mutex<Names>) -> Option<Vec<u8>> {
         let name = q.name().to_ascii();
         let addr = names
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .resolve(&name);
         match (addr, q.query_type()) {
             (Some(a), RecordType::A) => {
@@ -131,7 +131,11 @@ pub fn answer(packet: &[u8], names: &Mutex<Names>) -> Option<Vec<u8>> {
 /// once to `refused` (`<state>/dns-refused.jsonl`, where the command
 /// cannot reach), which sluice turns into access rows when the command
 /// has ended ([`DnsRefusal`]).
-pub async fn serve_dns(sock: UdpSocket, names: Arc<Mutex<Names>>, mut refused: std::fs::File) {
+pub(crate) async fn serve_dns(
+    sock: UdpSocket,
+    names: Arc<Mutex<Names>>,
+    mut refused: std::fs::File,
+) {
     use std::io::Write;
     let mut buf = vec![0u8; 4096];
     loop {
@@ -143,7 +147,7 @@ pub async fn serve_dns(sock: UdpSocket, names: Arc<Mutex<Names>>, mut refused: s
         }
         let fresh = names
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take_refused();
         for name in fresh {
             let rec = DnsRefusal {
@@ -159,19 +163,19 @@ pub async fn serve_dns(sock: UdpSocket, names: Arc<Mutex<Names>>, mut refused: s
 
 /// One line of `dns-refused.jsonl`.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct DnsRefusal {
-    pub ts: String,
-    pub name: String,
+pub(crate) struct DnsRefusal {
+    pub(crate) ts: String,
+    pub(crate) name: String,
 }
 
 /// The file the guest writes refused names to, in the state folder.
-pub const REFUSED_FILE: &str = "dns-refused.jsonl";
+pub(crate) const REFUSED_FILE: &str = "dns-refused.jsonl";
 
 /// Once the command has ended: one access row (kind `dns`, rule
 /// `dns-refused`, port 0) per name the guest's DNS refused, written by
 /// the access-log writer like every row, then the guest's file removed.
 /// `state` is the state folder through sluice's handle.
-pub async fn record_refusals(
+pub(crate) async fn record_refusals(
     state: &Path,
     task: &str,
     logs: crate::config::LogSettings,
@@ -222,7 +226,7 @@ pub async fn record_refusals(
 }
 
 /// Relays every redirected connection to sluice as a CONNECT, for ever.
-pub async fn serve_redirected(listener: TcpListener, names: Arc<Mutex<Names>>, to: PathBuf) {
+pub(crate) async fn serve_redirected(listener: TcpListener, names: Arc<Mutex<Names>>, to: PathBuf) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
             continue;
@@ -239,8 +243,10 @@ pub async fn serve_redirected(listener: TcpListener, names: Arc<Mutex<Names>>, t
 
 /// `host:port` to ask sluice for: the name the original destination
 /// stands for, or the bare address (which sluice refuses and logs).
-pub fn authority(orig: SocketAddrV4, names: &Mutex<Names>) -> String {
-    let names = names.lock().unwrap_or_else(|p| p.into_inner());
+pub(crate) fn authority(orig: SocketAddrV4, names: &Mutex<Names>) -> String {
+    let names = names
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     match names.name_of(*orig.ip()) {
         Some(n) => format!("{n}:{}", orig.port()),
         None => SocketAddr::V4(orig).to_string(),

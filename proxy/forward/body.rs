@@ -207,7 +207,7 @@ impl RelayBody {
         why: Unscannable,
     ) -> Poll<Option<Result<Frame<Bytes>, crate::respond::BodyError>>> {
         if let Some(f) = self.finish.as_mut() {
-            tracing::warn!(task = %f.ctx.task.id, url = %f.row.ex.url, "{why}");
+            tracing::warn!(url = %f.row.ex.url, "{why}");
             f.row
                 .set_verdict(crate::policy::Verdict::Deny(crate::policy::Refusal::new(
                     crate::policy::Rule::UntrustedTarget,
@@ -234,7 +234,7 @@ impl RelayBody {
             scan.taint(&f.ctx, hosts, Vec::new());
             f.ctx.taint_done(&mut scan.tally, &scan.source);
             if let Some(why) = skipped {
-                tracing::warn!(task = %f.ctx.task.id, source = %scan.source, "taint scan: {why}");
+                tracing::warn!(source = %scan.source, "taint scan: {why}");
             }
         }
         if let Some(mut f) = self.finish.take() {
@@ -291,7 +291,7 @@ impl Body for RelayBody {
                 if self.stall.poll_stalled(cx).is_ready() {
                     let limit = self.stall.limit;
                     if let Some(f) = self.finish.as_ref() {
-                        tracing::info!(task = %f.ctx.task.id, url = %f.row.ex.url,
+                        tracing::info!(url = %f.row.ex.url,
                             "response body stalled for {}s; cut", limit.as_secs());
                     }
                     self.finish(false);

@@ -59,7 +59,7 @@ pub(super) fn keep_upgrade(h: &mut HeaderMap) -> bool {
         .get_all(header::UPGRADE)
         .iter()
         .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-        .map(|t| t.trim_ascii())
+        .map(<[u8]>::trim_ascii)
         .filter(|t| !t.is_empty())
         .map(<[u8]>::to_vec)
         .collect();
@@ -105,7 +105,7 @@ pub(super) fn shape_for(
 }
 
 /// The URL of a response, without its query, for provenance.
-pub fn source_url(scheme: &str, target: &Target, path: &str) -> String {
+pub(crate) fn source_url(scheme: &str, target: &Target, path: &str) -> String {
     let default = if scheme == "https" { 443 } else { 80 };
     if target.port == default {
         format!("{scheme}://{}{path}", target.host)
@@ -120,13 +120,13 @@ pub(super) fn body_scanner(h: &HeaderMap, limit: u64, owners: OwnerHosts) -> Bod
     let encodings: Vec<&[u8]> = h
         .get_all(header::CONTENT_ENCODING)
         .iter()
-        .map(|v| v.as_bytes())
+        .map(http::HeaderValue::as_bytes)
         .collect();
     // Every Content-Type line: clients differ on which one they follow.
     let types: Vec<&[u8]> = h
         .get_all(header::CONTENT_TYPE)
         .iter()
-        .map(|v| v.as_bytes())
+        .map(http::HeaderValue::as_bytes)
         .collect();
     let content_type = (!types.is_empty()).then(|| types.join(&b","[..]));
     let mut scanner =

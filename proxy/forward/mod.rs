@@ -15,13 +15,14 @@ use http::{Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 
-use crate::config::{Snapshot, TaskConfig};
+use crate::config::TaskConfig;
 use crate::exchange::{self, ConnCtx, Exchange, Row};
 use crate::log::Kind;
 use crate::policy::{
     target::parse_authority, HostHeader, Refusal, Rule, TaintMode, Target, Verdict,
 };
 use crate::respond::{self, ProxyBody};
+use crate::state::Live;
 use crate::taint::body::memory::Memory;
 use crate::upstream::{Sender, Spare, UpBody, UpstreamError};
 
@@ -32,17 +33,18 @@ mod upgrade;
 
 use body::{CountingBody, Finish, RelayBody, Scan};
 pub(crate) use headers::scan_headers;
-pub use headers::source_url;
+pub(crate) use headers::source_url;
 use headers::{body_scanner, keep_upgrade, strip_hop_by_hop};
 use send::{drain, register_body, send, Upstream};
 
 /// Forwards one absolute-form request.
-pub async fn forward(
+pub(crate) async fn forward(
     ctx: Arc<ConnCtx>,
-    snap: &Snapshot,
+    live: &Live,
     req: Request<Incoming>,
     started: Instant,
 ) -> Response<ProxyBody> {
+    let snap = &*live.config;
     let uri = req.uri().clone();
     let mut ex = Exchange {
         kind: Kind::Http,
@@ -98,7 +100,7 @@ pub async fn forward(
         tls: None,
         spare: None,
     };
-    relay(ctx, snap, out, origin, req).await
+    relay(ctx, live, out, origin, req).await
 }
 
 /// The request's Content-Type, if it is text.
@@ -110,31 +112,32 @@ fn content_type(h: &http::HeaderMap) -> Option<String> {
 
 /// Where an admitted request goes: plain HTTP, or HTTPS re-originated by
 /// sluice for an intercepted tunnel.
-pub struct Origin<'a> {
-    pub scheme: &'static str,
+pub(crate) struct Origin<'a> {
+    pub(crate) scheme: &'static str,
     /// The name to verify the upstream certificate for (HTTPS only).
-    pub tls: Option<Arc<str>>,
+    pub(crate) tls: Option<Arc<str>>,
     /// The connection dialled when the tunnel was opened.
-    pub spare: Option<&'a Spare>,
+    pub(crate) spare: Option<&'a Spare>,
 }
 
 /// A request on its way upstream, as its caller parsed it.
-pub struct Outbound<'a> {
-    pub task: &'a Arc<TaskConfig>,
-    pub target: &'a Target,
-    pub host_header: HostHeader,
-    pub ex: Exchange,
+pub(crate) struct Outbound<'a> {
+    pub(crate) task: &'a Arc<TaskConfig>,
+    pub(crate) target: &'a Target,
+    pub(crate) host_header: HostHeader,
+    pub(crate) ex: Exchange,
 }
 
 /// The one pipeline of a request, plain or intercepted: decide, send
 /// upstream, relay the response while scanning it, log once.
-pub async fn relay(
+pub(crate) async fn relay(
     ctx: Arc<ConnCtx>,
-    snap: &Snapshot,
+    live: &Live,
     out: Outbound<'_>,
     origin: Origin<'_>,
     mut req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let snap = &*live.config;
     let Outbound {
         task, target, ex, ..
     } = out;
@@ -192,7 +195,7 @@ pub async fn relay(
     let up = Upstream {
         task: &ctx.task,
         pool: &ctx.task.pool,
-        tls: &ctx.shared.tls,
+        tls: &live.tls,
         path: &path,
         authority: &authority,
         timeout: snap.limits.connect_timeout,
@@ -225,7 +228,7 @@ pub async fn relay(
         client_upgrade,
         bytes_up,
     };
-    respond_with(ctx, snap, back, resp, (sender, addr), (ex, verdict))
+    respond_with(ctx, live, back, resp, (sender, addr), (ex, verdict))
 }
 
 /// Sends, waiting at most `first_byte` for the response head.
@@ -293,12 +296,13 @@ struct Back<'a> {
 /// when it ends.
 fn respond_with(
     ctx: Arc<ConnCtx>,
-    snap: &Snapshot,
+    live: &Live,
     back: Back<'_>,
     resp: Response<Incoming>,
     (sender, addr): (Sender, std::net::SocketAddr),
     pending: (Exchange, Verdict),
 ) -> Response<ProxyBody> {
+    let snap = &*live.config;
     let (mut rparts, rbody) = resp.into_parts();
     // Each hop speaks its own protocol: an HTTP/1.0 or HTTP/2 upstream does
     // not change what the client speaks.
@@ -311,7 +315,7 @@ fn respond_with(
         let reason = rparts
             .extensions
             .get::<hyper::ext::ReasonPhrase>()
-            .map(|r| r.as_bytes());
+            .map(hyper::ext::ReasonPhrase::as_bytes);
         let named = scan_headers(&rparts.headers, reason, owners.clone());
         let mut tally = crate::exchange::Tally::default();
         if !named.is_empty() {
@@ -346,7 +350,7 @@ fn respond_with(
         let mut holder = Response::new(());
         *holder.extensions_mut() = std::mem::take(&mut rparts.extensions);
         // Read as the client will read it: the headers it gets.
-        let scan = scan.map(|s| upgrade::DownScan::for_switch(&ctx, s, &rparts.headers));
+        let scan = scan.map(|s| upgrade::DownScan::for_switch(s, &rparts.headers));
         let relay = upgrade::Upgraded {
             ctx,
             target: back.target.clone(),

@@ -73,7 +73,7 @@ pub(super) struct Upstream<'a> {
     pub(super) task: &'a TaskRuntime,
     pub(super) pool: &'a Arc<Pool>,
     /// Loaded only when a fresh connection is dialled.
-    pub(super) tls: &'a arc_swap::ArcSwap<Tls>,
+    pub(super) tls: &'a Arc<Tls>,
     pub(super) path: &'a str,
     pub(super) authority: &'a str,
     pub(super) timeout: Duration,
@@ -108,7 +108,7 @@ pub(super) async fn send(
     }
     let started = Instant::now();
     let (mut sender, addr) = connect(
-        &up.tls.load(),
+        up.tls,
         &admitted.permit,
         &admitted.addrs,
         &origin.tls,

@@ -19,6 +19,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use http::header::{self, HeaderMap};
 use hyper::upgrade::OnUpgrade;
@@ -53,31 +54,34 @@ impl Upgraded {
     /// however it ends, a task cancelled at shutdown too.
     pub(super) fn spawn(mut self, client: OnUpgrade, upstream: OnUpgrade) {
         let tracker = self.ctx.shared.tracker.clone();
-        tracker.spawn(async move {
-            let bytes = RelayBytes::default();
-            bytes
-                .up
-                .store(self.bytes_up.load(Ordering::Relaxed), Ordering::Relaxed);
-            self.row.count(&bytes);
-            let mut scan = self.scan.take();
-            let relayed = match (client.await, upstream.await) {
-                (Ok(c), Ok(u)) => {
-                    let (c, u) = (TokioIo::new(c), TokioIo::new(u));
-                    self.relay(c, u, &bytes, scan.as_mut()).await
+        tracker.spawn(
+            async move {
+                let bytes = RelayBytes::default();
+                bytes
+                    .up
+                    .store(self.bytes_up.load(Ordering::Relaxed), Ordering::Relaxed);
+                self.row.count(&bytes);
+                let mut scan = self.scan.take();
+                let relayed = match (client.await, upstream.await) {
+                    (Ok(c), Ok(u)) => {
+                        let (c, u) = (TokioIo::new(c), TokioIo::new(u));
+                        self.relay(c, u, &bytes, scan.as_mut()).await
+                    }
+                    _ => Ok(()),
+                };
+                if let Some(scan) = scan.as_mut() {
+                    scan.finish(&self.ctx);
+                    if scan.failed {
+                        self.row.ex.note = Some(crate::log::UNSCANNABLE);
+                    }
                 }
-                _ => Ok(()),
-            };
-            if let Some(scan) = scan.as_mut() {
-                scan.finish(&self.ctx);
-                if scan.failed {
-                    self.row.ex.note = Some(crate::log::UNSCANNABLE);
+                if let Err(r) = relayed {
+                    // Still the 101 the client got, now refused.
+                    self.row.set_verdict(Verdict::Deny(r));
                 }
             }
-            if let Err(r) = relayed {
-                // Still the 101 the client got, now refused.
-                self.row.set_verdict(Verdict::Deny(r));
-            }
-        });
+            .in_current_span(),
+        );
     }
 
     /// Registered first, so that a taint landing meanwhile, or a reload
@@ -102,7 +106,7 @@ impl Upgraded {
             .tunnels
             .register(&host, self.addr, true, stop.clone());
         if let Verdict::Deny(r) = ctx.recheck_open(&self.target, self.addr, true) {
-            tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: {}", r.reason);
+            tracing::info!(host, "upgraded connection closed: {}", r.reason);
             return Err(r);
         }
         let end = match scan {
@@ -115,7 +119,10 @@ impl Upgraded {
             }
         };
         if end == RelayEnd::Cancelled && !ctx.shared.hard_stop.is_cancelled() {
-            tracing::info!(task = %ctx.task.id, host, "upgraded connection closed: its host became tainted or left the allow-list");
+            tracing::info!(
+                host,
+                "upgraded connection closed: its host became tainted or left the allow-list"
+            );
         }
         Ok(())
     }
@@ -139,7 +146,7 @@ impl DownScan {
     /// its `Upgrade` says so, with the extensions it agreed; anything else
     /// as a raw stream. `scan` is the exchange's (its headers already
     /// scanned). An extension that cannot be read fails it at once.
-    pub(super) fn for_switch(ctx: &ConnCtx, scan: Scan, headers: &HeaderMap) -> DownScan {
+    pub(super) fn for_switch(scan: Scan, headers: &HeaderMap) -> DownScan {
         let Scan {
             task,
             source,
@@ -158,7 +165,7 @@ impl DownScan {
             let ext: Vec<&[u8]> = headers
                 .get_all(header::SEC_WEBSOCKET_EXTENSIONS)
                 .iter()
-                .map(|v| v.as_bytes())
+                .map(http::HeaderValue::as_bytes)
                 .collect();
             UpgradeScanner::websocket(&ext, limit, owners)
         } else {
@@ -174,7 +181,7 @@ impl DownScan {
         };
         match scanner {
             Ok(s) => scan.scanner = Some(s),
-            Err(why) => scan.fail(ctx, &why),
+            Err(why) => scan.fail(&why),
         }
         scan
     }
@@ -202,16 +209,16 @@ impl DownScan {
                 true
             }
             Err(why) => {
-                self.fail(ctx, &why);
+                self.fail(&why);
                 false
             }
         }
     }
 
-    fn fail(&mut self, ctx: &ConnCtx, why: &Unscannable) {
+    fn fail(&mut self, why: &Unscannable) {
         self.failed = true;
         self.scanner = None;
-        tracing::warn!(task = %ctx.task.id, source = %self.source,
+        tracing::warn!(source = %self.source,
             "upgraded connection closed: the upstream sent {why}; sluice relays only what it can scan");
     }
 

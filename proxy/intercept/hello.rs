@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-pub use crate::policy::TunnelStart;
+pub(crate) use crate::policy::TunnelStart;
 
 /// A ClientHello may span several records and segments, up to this size.
-pub const MAX_HELLO: usize = 64 * 1024;
+pub(crate) const MAX_HELLO: usize = 64 * 1024;
 
 /// Reads the start of a tunnel without losing it: a whole TLS ClientHello
 /// once the first byte is 0x16, the request line of plain HTTP, or the
@@ -69,7 +69,9 @@ async fn read_start<S: AsyncRead + Unpin>(
 /// What the start of a tunnel is, so far.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Peeked {
+    /// Not yet decidable: push more bytes.
     NeedMore,
+    /// Decided: what the tunnel's first bytes are.
     Done(TunnelStart),
 }
 
@@ -111,6 +113,9 @@ fn is_tls_start(first: &[u8]) -> bool {
 }
 
 impl StartReader {
+    /// Adds the next bytes the client sent; says whether the start is
+    /// decided (it never answers `Unfinished`: only a stall or the end of
+    /// the stream makes a start unfinished).
     pub fn push(&mut self, bytes: &[u8]) -> Peeked {
         if bytes.is_empty() {
             return Peeked::NeedMore;
@@ -155,7 +160,7 @@ impl StartReader {
                     let sni = accepted
                         .client_hello()
                         .server_name()
-                        .map(|s| s.to_ascii_lowercase());
+                        .map(str::to_ascii_lowercase);
                     return Peeked::Done(TunnelStart::Tls { sni });
                 }
                 Ok(None) => {}
@@ -171,7 +176,7 @@ impl StartReader {
 
     /// The stream stalled (`stalled`) or ended before the start was known;
     /// `why` says which, for the refusal.
-    pub fn incomplete(&self, why: &str, stalled: bool) -> TunnelStart {
+    pub(crate) fn incomplete(&self, why: &str, stalled: bool) -> TunnelStart {
         if self.tls || (self.prefix.len() < 3 && self.prefix.first().is_some_and(|b| b & 0x80 != 0))
         {
             TunnelStart::BadHello(format!("the TLS ClientHello {why}"))

@@ -29,7 +29,7 @@ use crate::upstream::Spare;
 
 /// How the client speaks inside the tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scheme {
+pub(crate) enum Scheme {
     /// TLS, terminated by sluice (intercepted).
     Https,
     /// Plain HTTP/1 sent through CONNECT (e.g. undici for `http://` URLs).
@@ -53,7 +53,7 @@ impl Scheme {
 
 /// How a served tunnel ended, as far as its row is concerned.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Served {
+pub(crate) enum Served {
     Done,
     /// The client's TLS handshake with sluice failed (an untrusted CA or a
     /// pinned certificate).
@@ -61,24 +61,24 @@ pub enum Served {
 }
 
 /// One served tunnel.
-pub struct Session {
-    pub ctx: Arc<ConnCtx>,
-    pub target: Arc<Target>,
+pub(crate) struct Session {
+    pub(crate) ctx: Arc<ConnCtx>,
+    pub(crate) target: Arc<Target>,
     /// The upstream connection dialled for the CONNECT, used first.
-    pub spare: Arc<Spare>,
-    pub scheme: Scheme,
+    pub(crate) spare: Arc<Spare>,
+    pub(crate) scheme: Scheme,
     /// Plain HTTP/2 with prior knowledge (the client sent the preface).
-    pub h2c: bool,
+    pub(crate) h2c: bool,
     /// For HTTPS: the TLS settings the CONNECT was admitted to intercept
     /// with.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Session {
     /// Serves until the client closes, the session idles past the tunnel
     /// idle timeout (both directions quiet), or a reload or the end of the
     /// drain period stops it (`stop`).
-    pub async fn serve<IO>(
+    pub(crate) async fn serve<IO>(
         self,
         io: IO,
         limits: &Limits,
@@ -116,15 +116,14 @@ impl Session {
     {
         let server = self.tls.clone().ok_or(Served::Done)?;
         let acceptor = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
-        let start = match tokio::time::timeout(limits.header_timeout, acceptor).await {
-            Ok(Ok(start)) => start,
-            _ => return Err(Served::Done),
+        let Ok(Ok(start)) = tokio::time::timeout(limits.header_timeout, acceptor).await else {
+            return Err(Served::Done);
         };
         match tokio::time::timeout(limits.header_timeout, start.into_stream(server)).await {
             Ok(Ok(s)) => Ok(s),
             Ok(Err(e)) => {
                 let host = &self.target.host;
-                tracing::warn!(task = %self.ctx.task.id, host = %host, error = %e,
+                tracing::warn!(host = %host, error = %e,
                     "the client refused sluice's certificate for {host}: it does not trust sluice's CA (set its shell up with: eval \"$(sluice env)\") or it pins the certificate (list {host} in the task's passthrough)");
                 Err(Served::ClientTlsFailed)
             }
@@ -205,7 +204,8 @@ impl Session {
     async fn request(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
         let ctx = &self.ctx;
         let target = &*self.target;
-        let snap = ctx.shared.snapshot.load_full();
+        let live = ctx.shared.live();
+        let snap = &*live.config;
         exchange::strip_sluice_headers(req.headers_mut());
         let path = req.uri().path().to_string();
         let ex = Exchange {
@@ -222,7 +222,7 @@ impl Session {
             conn: ctx.id,
             addr: None,
         };
-        let Some(task) = ctx.task_config(&snap) else {
+        let Some(task) = ctx.task_config(snap) else {
             return ctx.refuse(&ex, exchange::task_gone());
         };
         // An absolute-form request (or HTTP/2 :authority) naming another
@@ -252,6 +252,6 @@ impl Session {
             host_header,
             ex,
         };
-        forward::relay(ctx.clone(), &snap, out, origin, req).await
+        forward::relay(ctx.clone(), &live, out, origin, req).await
     }
 }

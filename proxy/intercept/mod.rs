@@ -18,6 +18,6 @@ mod inner;
 mod refused;
 mod session;
 
-pub use hello::{Peeked, StartReader, MAX_HELLO};
-pub use refused::Refused;
-pub use session::{tunnel_session, Tunnel};
+pub use hello::{Peeked, StartReader};
+pub(crate) use refused::Refused;
+pub(crate) use session::{tunnel_session, Tunnel};

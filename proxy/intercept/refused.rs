@@ -26,11 +26,11 @@ const TLS_HANDSHAKE: u8 = 0x16;
 
 /// One refused tunnel's answer: each request inside (one, as the
 /// connection is not kept alive) gets the refusal.
-pub struct Refused {
-    pub server: Arc<rustls::ServerConfig>,
-    pub task: Arc<str>,
-    pub target: Target,
-    pub refusal: Refusal,
+pub(crate) struct Refused {
+    pub(crate) server: Arc<rustls::ServerConfig>,
+    pub(crate) task: Arc<str>,
+    pub(crate) target: Target,
+    pub(crate) refusal: Refusal,
 }
 
 impl Refused {
@@ -38,7 +38,7 @@ impl Refused {
     /// the header timeout for the handshake and again for the request.
     /// A client that speaks plain HTTP through the CONNECT (its first
     /// byte is not a TLS record's) gets the refusal in plain HTTP.
-    pub async fn answer<IO>(self, mut io: IO, limits: &Limits)
+    pub(crate) async fn answer<IO>(self, mut io: IO, limits: &Limits)
     where
         IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {

@@ -16,22 +16,22 @@ use crate::tunnel::{self, ClientIo, Counted, RelayBytes, RelayEnd, Rewind};
 use crate::upstream::Spare;
 
 /// An admitted CONNECT, dialled, as `conn` planned it.
-pub struct Tunnel {
-    pub target: Target,
-    pub upstream: TcpStream,
-    pub addr: CheckedAddr,
+pub(crate) struct Tunnel {
+    pub(crate) target: Target,
+    pub(crate) upstream: TcpStream,
+    pub(crate) addr: CheckedAddr,
     /// The CONNECT's row: its verdict (allow, or a shadow-mode
     /// would-deny), written when the tunnel ends, or when it is dropped
     /// before it starts.
-    pub row: Row,
+    pub(crate) row: Row,
     /// The TLS settings to intercept with, when the CONNECT was admitted
     /// as intercepted (decided once, at CONNECT time).
-    pub intercept: Option<Arc<rustls::ServerConfig>>,
+    pub(crate) intercept: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Serves an answered CONNECT until it closes.
-pub async fn tunnel_session(ctx: Arc<ConnCtx>, client: ClientIo, t: Tunnel) {
-    let limits = ctx.shared.snapshot.load().limits.clone();
+pub(crate) async fn tunnel_session(ctx: Arc<ConnCtx>, client: ClientIo, t: Tunnel) {
+    let limits = ctx.shared.snapshot().limits.clone();
     let bytes = RelayBytes::default();
     let mut row = t.row;
     row.count(&bytes);
@@ -46,7 +46,7 @@ pub async fn tunnel_session(ctx: Arc<ConnCtx>, client: ClientIo, t: Tunnel) {
         return;
     };
     if let Err(r) = policy::decide_tunnel_start(&t.target, &start) {
-        tracing::info!(task = %ctx.task.id, url = %row.ex.url, rule = r.rule.as_str(), "tunnel closed: {}", r.reason);
+        tracing::info!(url = %row.ex.url, rule = r.rule.as_str(), "tunnel closed: {}", r.reason);
         row.deny(r);
         return;
     }
@@ -130,7 +130,7 @@ async fn opaque(
         .register(&host, o.addr.addr(), true, stop.clone());
     match ctx.recheck_open(o.target, o.addr.addr(), true) {
         Verdict::Deny(r) => {
-            tracing::info!(task = %ctx.task.id, host, "tunnel closed: {}", r.reason);
+            tracing::info!(host, "tunnel closed: {}", r.reason);
             row.deny(r);
             return;
         }
@@ -139,11 +139,16 @@ async fn opaque(
         }
         _ => {}
     }
-    let idle = ctx.shared.snapshot.load().limits.tunnel_idle_timeout;
+    let idle = ctx.shared.snapshot().limits.tunnel_idle_timeout;
+    let path = tunnel::opaque::relay_path(&client);
+    ctx.shared.metrics.opaque_relay(path.as_str());
     let end = tunnel::opaque::relay_opaque(client, o.upstream, first, bytes, idle, &stop).await;
     match end {
         RelayEnd::Cancelled if !ctx.shared.hard_stop.is_cancelled() => {
-            tracing::info!(task = %ctx.task.id, host, "opaque tunnel closed: its host became tainted or left the allow-list")
+            tracing::info!(
+                host,
+                "opaque tunnel closed: its host became tainted or left the allow-list"
+            )
         }
         RelayEnd::Idle => tracing::debug!(host, "tunnel closed after idling"),
         _ => {}

@@ -29,7 +29,7 @@ pub enum NonPublic {
 }
 
 impl NonPublic {
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             NonPublic::Unspecified => "an unspecified address",
             NonPublic::Loopback => "a loopback address",
@@ -60,7 +60,7 @@ const METADATA_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x025
 /// (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, not `::` or `::1`)
 /// and well-known NAT64 (`64:ff9b::a.b.c.d`) become that IPv4 address;
 /// anything else is itself. Used to compare with sluice's own addresses.
-pub fn canonical(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     let IpAddr::V6(v6) = ip else {
         return ip;
     };
@@ -78,6 +78,9 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
     ip
 }
 
+/// `Ok` when `ip` is a public address sluice may dial; else which kind of
+/// non-public address it is (IPv4-mapped and translated IPv6 forms are
+/// classified as the IPv4 address they carry).
 pub fn classify(ip: IpAddr) -> Result<(), NonPublic> {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
@@ -94,6 +97,7 @@ fn in_v4(ip: Ipv4Addr, net: [u8; 4], bits: u32) -> bool {
     u32::from(ip) & mask == u32::from(Ipv4Addr::from(net)) & mask
 }
 
+/// [`classify`] for an IPv4 address.
 pub fn classify_v4(ip: Ipv4Addr) -> Result<(), NonPublic> {
     use NonPublic::*;
     if METADATA_V4.contains(&ip) {
@@ -137,6 +141,7 @@ fn v4_at(seg: &[u16; 8], hi: usize) -> Ipv4Addr {
     Ipv4Addr::from(bits)
 }
 
+/// [`classify`] for an IPv6 address.
 pub fn classify_v6(ip: Ipv6Addr) -> Result<(), NonPublic> {
     use NonPublic::*;
     let s = ip.segments();

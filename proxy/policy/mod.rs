@@ -9,12 +9,12 @@
 //! → [`decide_name`] → resolve (caller) → [`decide_addresses`] (classify
 //! every address, taint) → dial exactly the [`CheckedAddr`]s returned.
 
-pub mod addr;
-pub mod names;
-pub mod owners;
-pub mod target;
+pub(crate) mod addr;
+pub(crate) mod names;
+pub(crate) mod owners;
+pub(crate) mod target;
 mod tunnel;
-pub mod verdict;
+pub(crate) mod verdict;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -23,15 +23,15 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
-pub use target::{Host, Target, TargetError};
-pub use tunnel::{
-    decide_inner, decide_open, decide_peer, decide_tunnel_start, intercepts, TunnelStart,
-};
-pub use verdict::Verdict;
+pub use target::Host;
+pub(crate) use target::{Target, TargetError};
+pub use tunnel::TunnelStart;
+pub(crate) use tunnel::{decide_inner, decide_open, decide_peer, decide_tunnel_start, intercepts};
+pub(crate) use verdict::Verdict;
 
 /// The stable rule ids of SPEC §4 (plus sluice's own capacity rule).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Rule {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::VariantArray, strum::EnumCount)]
+pub(crate) enum Rule {
     BadTarget,
     IpLiteral,
     NotAllowed,
@@ -47,22 +47,19 @@ pub enum Rule {
 }
 
 impl Rule {
-    /// Every rule, in declaration order (`Rule::X as usize` indexes it).
-    pub const ALL: [Rule; 11] = [
-        Rule::BadTarget,
-        Rule::IpLiteral,
-        Rule::NotAllowed,
-        Rule::HostMismatch,
-        Rule::SniMismatch,
-        Rule::PrivateAddress,
-        Rule::UntrustedTarget,
-        Rule::DnsFailed,
-        Rule::UpstreamFailed,
-        Rule::UpstreamTimeout,
-        Rule::OverCapacity,
-    ];
+    /// Every rule, in declaration order: derived, so a new rule is in it
+    /// without anyone listing it.
+    pub(crate) const ALL: &'static [Rule] = <Rule as strum::VariantArray>::VARIANTS;
 
-    pub fn as_str(self) -> &'static str {
+    /// How many rules there are.
+    pub(crate) const COUNT: usize = <Rule as strum::EnumCount>::COUNT;
+
+    /// The rule's place in [`Rule::ALL`] (always below [`Rule::COUNT`]).
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Rule::BadTarget => "bad-target",
             Rule::IpLiteral => "ip-literal",
@@ -80,7 +77,7 @@ impl Rule {
 
     /// Does this rule say the request could not be carried out (rather
     /// than that policy refused it)? Logged as decision `error`.
-    pub fn is_failure(self) -> bool {
+    pub(crate) fn is_failure(self) -> bool {
         matches!(
             self,
             Rule::DnsFailed | Rule::UpstreamFailed | Rule::UpstreamTimeout
@@ -88,7 +85,7 @@ impl Rule {
     }
 
     /// The HTTP status of a refusal under this rule.
-    pub fn status(self) -> u16 {
+    pub(crate) fn status(self) -> u16 {
         match self {
             Rule::BadTarget => 400,
             Rule::IpLiteral
@@ -114,7 +111,7 @@ impl fmt::Display for Rule {
 /// refuses unless a person admits the host while the request waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum AllowMode {
+pub(crate) enum AllowMode {
     Enforce,
     Shadow,
     Ask,
@@ -126,89 +123,94 @@ pub enum AllowMode {
 /// mismatches are refused as in enforce mode, never asked about; the
 /// caller refuses addresses outside `allow_private` and taint before it
 /// asks, and decides again after the answer.
-pub fn askable(rules: &TaskRules, refusal: &Refusal) -> bool {
+pub(crate) fn askable(rules: &TaskRules, refusal: &Refusal) -> bool {
     rules.allow_mode == AllowMode::Ask && refusal.rule == Rule::NotAllowed
 }
 
 /// Taint mode: `off` neither scans nor checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum TaintMode {
+pub(crate) enum TaintMode {
     Enforce,
     Shadow,
     Off,
 }
 
+impl TaintMode {
+    /// Does a new taint close the task's open streams it now refuses
+    /// (opaque tunnels, request bodies on their way)? Only in enforce
+    /// mode: shadow mode logs what it would refuse and cuts nothing.
+    pub(crate) fn revokes(self) -> bool {
+        self == TaintMode::Enforce
+    }
+}
+
 /// `[task.taint] self`: does a response taint the host that served it?
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SelfTaint {
+pub(crate) enum SelfTaint {
     Exclude,
     Taint,
 }
 
 /// The set of exact `host:port` pairs a task may reach.
 #[derive(Clone, Debug, Default)]
-pub struct AllowList {
+pub(crate) struct AllowList {
     entries: HashSet<(Host, u16)>,
 }
 
 impl AllowList {
-    pub fn insert(&mut self, host: Host, port: u16) -> bool {
+    pub(crate) fn insert(&mut self, host: Host, port: u16) -> bool {
         self.entries.insert((host, port))
     }
 
-    pub fn contains(&self, host: &Host, port: u16) -> bool {
+    pub(crate) fn contains(&self, host: &Host, port: u16) -> bool {
         self.entries.contains(&(host.clone(), port))
     }
 
     /// Does any entry name this host, on any port?
-    pub fn names(&self, name: &str) -> bool {
+    pub(crate) fn names(&self, name: &str) -> bool {
         self.entries
             .iter()
             .any(|(h, _)| matches!(h, Host::Name(n) if n == name))
     }
 
-    pub fn contains_ip(&self, ip: IpAddr, port: u16) -> bool {
+    pub(crate) fn contains_ip(&self, ip: IpAddr, port: u16) -> bool {
         self.entries.contains(&(Host::Ip(ip), port))
     }
 
     /// Entries sorted for display, `host:port`.
     /// Every (host, port) entry, in no set order.
-    pub fn entries(&self) -> impl Iterator<Item = (&Host, u16)> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&Host, u16)> {
         self.entries.iter().map(|(h, p)| (h, *p))
     }
 
-    pub fn sorted(&self) -> Vec<String> {
+    pub(crate) fn sorted(&self) -> Vec<String> {
         let mut v: Vec<_> = self.entries.iter().collect();
         v.sort();
         v.into_iter().map(|(h, p)| format!("{h}:{p}")).collect()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 
 /// What a task's policy says, as far as decisions are concerned.
 #[derive(Clone, Debug)]
-pub struct TaskRules {
-    pub allow: AllowList,
-    pub allow_mode: AllowMode,
-    pub allow_private: Vec<IpNet>,
-    pub taint_mode: TaintMode,
+pub(crate) struct TaskRules {
+    pub(crate) allow: AllowList,
+    pub(crate) allow_mode: AllowMode,
+    pub(crate) allow_private: Vec<IpNet>,
+    pub(crate) taint_mode: TaintMode,
 }
 
 /// Where a tainted host was named.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Provenance {
+pub(crate) struct Provenance {
     /// URL of the response that first named the host, without its query.
-    pub source: Arc<str>,
+    pub(crate) source: Arc<str>,
     /// RFC 3339 time it was first seen.
-    pub at: Arc<str>,
+    pub(crate) at: Arc<str>,
 }
 
 impl fmt::Display for Provenance {
@@ -219,7 +221,7 @@ impl fmt::Display for Provenance {
 
 /// What the taint store knows of a target host, looked up by the caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TaintState {
+pub(crate) enum TaintState {
     Clean,
     /// `key` is tainted: the target host, or an owner on its multi-tenant
     /// family (`github.com/acme`). `exact`: the key is the request's own
@@ -236,7 +238,7 @@ pub enum TaintState {
 
 /// The Host header (or inner authority) as the client sent it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HostHeader {
+pub(crate) enum HostHeader {
     Absent,
     One(Result<Target, TargetError>),
     Many,
@@ -244,14 +246,14 @@ pub enum HostHeader {
 
 /// A refusal: the rule that fired and a sentence for a person.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    pub rule: Rule,
-    pub reason: String,
-    pub tainted_by: Option<Provenance>,
+pub(crate) struct Refusal {
+    pub(crate) rule: Rule,
+    pub(crate) reason: String,
+    pub(crate) tainted_by: Option<Provenance>,
 }
 
 impl Refusal {
-    pub fn new(rule: Rule, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(rule: Rule, reason: impl Into<String>) -> Self {
         Refusal {
             rule,
             reason: reason.into(),
@@ -262,17 +264,17 @@ impl Refusal {
 
 /// Proof that policy admitted a request. Only this module can make one.
 #[derive(Debug)]
-pub struct Permit {
+pub(crate) struct Permit {
     _private: (),
 }
 
 /// An address that [`decide_addresses`] classified as admissible. Only this
 /// module can make one, so nothing dials an unchecked address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct CheckedAddr(SocketAddr);
+pub(crate) struct CheckedAddr(SocketAddr);
 
 impl CheckedAddr {
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.0
     }
 }
@@ -280,7 +282,7 @@ impl CheckedAddr {
 /// Decides on the normalised target before any resolution: `ip-literal`,
 /// `not-allowed`, `host-mismatch`, in that order. The caller parses the
 /// Host header with the scheme's default port (for CONNECT, the target's).
-pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader) -> Verdict {
+pub(crate) fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader) -> Verdict {
     let mut would_deny = None;
     match &target.host {
         Host::Ip(ip) => {
@@ -340,7 +342,7 @@ pub fn decide_name(rules: &TaskRules, target: &Target, host_header: &HostHeader)
 
 /// What resolution produced for the target.
 #[derive(Clone, Debug)]
-pub enum Resolution {
+pub(crate) enum Resolution {
     /// The target is an IP literal that `allow` names.
     Literal(IpAddr),
     /// Resolved (or pinned) answers.
@@ -354,19 +356,19 @@ pub enum Resolution {
 /// IPv4-mapped, IPv4-compatible or NAT64 form of a listener's address is
 /// that address.
 #[derive(Clone, Debug, Default)]
-pub struct OwnAddrs {
+pub(crate) struct OwnAddrs {
     /// Addresses sluice listens on; refused to every task.
-    pub exact: HashSet<SocketAddr>,
+    pub(crate) exact: HashSet<SocketAddr>,
     /// Ports sluice listens on with an unspecified address (0.0.0.0, ::).
-    pub any_ip_ports: HashSet<u16>,
+    pub(crate) any_ip_ports: HashSet<u16>,
     /// The addresses of the machine's interfaces (gathered by the caller):
     /// a listener on 0.0.0.0 / [::] is reachable on every one of them.
-    pub machine: HashSet<IpAddr>,
+    pub(crate) machine: HashSet<IpAddr>,
 }
 
 impl OwnAddrs {
     /// Records a bound listener's address.
-    pub fn add_listener(&mut self, a: SocketAddr) {
+    pub(crate) fn add_listener(&mut self, a: SocketAddr) {
         let ip = addr::canonical(a.ip());
         if ip.is_unspecified() {
             self.any_ip_ports.insert(a.port());
@@ -395,28 +397,28 @@ impl OwnAddrs {
 /// What an admitted request may do: the proof policy admitted it, and
 /// the addresses it may be dialled at (only those).
 #[derive(Debug)]
-pub struct Admission {
-    pub permit: Permit,
-    pub addrs: Vec<CheckedAddr>,
+pub(crate) struct Admission {
+    pub(crate) permit: Permit,
+    pub(crate) addrs: Vec<CheckedAddr>,
 }
 
 /// What a request's address and taint checks need besides its target.
 #[derive(Clone, Copy, Debug)]
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     /// sluice's own listening addresses.
-    pub own: &'a OwnAddrs,
+    pub(crate) own: &'a OwnAddrs,
     /// What the taint store knows of the target host.
-    pub taint: &'a TaintState,
+    pub(crate) taint: &'a TaintState,
     /// Does the request (or opaque tunnel) carry a body?
-    pub carries_body: bool,
+    pub(crate) carries_body: bool,
     /// The task's id, for the sentence's hint.
-    pub task: &'a str,
+    pub(crate) task: &'a str,
 }
 
 /// Classifies every resolved address, then applies taint:
 /// `private-address`, `untrusted-target`, `dns-failed`, in SPEC order.
 /// `name` is [`decide_name`]'s verdict (a refusal there stands).
-pub fn decide_addresses(
+pub(crate) fn decide_addresses(
     rules: &TaskRules,
     target: &Target,
     resolution: &Resolution,

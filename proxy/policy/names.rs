@@ -19,7 +19,7 @@ use super::owners::{self, Owner};
 
 /// How a name was written where the scanner found it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Seen {
+pub(crate) enum Seen {
     /// After `scheme://` or `//`: always a name.
     Url,
     /// After `@`: the domain of an e-mail address.
@@ -36,18 +36,19 @@ pub enum Seen {
 /// decoded, at most [`PATH_MAX`] bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Named {
+    /// The host name, normalised (lower case, ASCII).
     pub host: String,
-    pub seen: Seen,
+    pub(crate) seen: Seen,
     /// `Some` when a `/` followed the name: the path after it (`acme/tool`),
     /// possibly empty.
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
     /// The path was cut by something that may still belong to it (a
     /// non-ASCII letter, the length bound): its owner cannot be read.
-    pub path_cut: bool,
+    pub(crate) path_cut: bool,
 }
 
 impl Named {
-    pub fn new(host: impl Into<String>, seen: Seen) -> Named {
+    pub(crate) fn new(host: impl Into<String>, seen: Seen) -> Named {
         Named {
             host: host.into(),
             seen,
@@ -58,7 +59,7 @@ impl Named {
 }
 
 /// Path bytes kept after a name (enough for `api/v4/projects/OWNER`).
-pub const PATH_MAX: usize = 160;
+pub(crate) const PATH_MAX: usize = 160;
 
 /// Last labels that are also common file extensions: a bare `setup.py`,
 /// `readme.md` or `lib.rs` is a file name, not a host (SPEC §9).
@@ -199,7 +200,7 @@ const RECEIVERS: &[&str] = &[
 /// before it, `term` the byte after it (0 for none or non-ASCII).
 /// Returns [`Seen::Email`] after `@`, [`Seen::Weak`] for a file name or
 /// code, else [`Seen::Bare`].
-pub fn bare_evidence(token: &[u8], before: u8, term: u8) -> Seen {
+pub(crate) fn bare_evidence(token: &[u8], before: u8, term: u8) -> Seen {
     if before == b'@' {
         return Seen::Email;
     }
@@ -317,7 +318,7 @@ fn last_label(token: &[u8]) -> &[u8] {
 
 /// What a found name adds to a task's taint set.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum TaintKey {
+pub(crate) enum TaintKey {
     /// The whole host.
     Host(String),
     /// One owner on a multi-tenant host's family (`github.com`, `acme`).
@@ -334,17 +335,17 @@ impl std::fmt::Display for TaintKey {
 }
 
 /// What a caller knows when it asks [`taint_keys`].
-pub struct Judge<'a> {
+pub(crate) struct Judge<'a> {
     /// The response's own site (the host that served it and the hosts its
     /// `related` group lets it name), when `self = "exclude"`.
-    pub own_site: &'a dyn Fn(&str) -> bool,
-    pub by_owner: &'a owners::ByOwner,
+    pub(crate) own_site: &'a dyn Fn(&str) -> bool,
+    pub(crate) by_owner: &'a owners::ByOwner,
     /// Does some task's allow-list (or an ask-mode grant) name this host?
-    pub allowed_somewhere: &'a dyn Fn(&str) -> bool,
+    pub(crate) allowed_somewhere: &'a dyn Fn(&str) -> bool,
     /// Weak names count like bare ones: the task relays hosts no
     /// allow-list names (`allow_mode = "shadow"` or `"ask"`), so the
     /// argument that lets weak names go does not hold for it.
-    pub weak_counts: bool,
+    pub(crate) weak_counts: bool,
 }
 
 /// What a name found in a response adds to the task's taint set. Only a
@@ -358,7 +359,7 @@ pub struct Judge<'a> {
 /// `github.com/attacker` must taint `attacker`). A Pages host
 /// (`acme.github.io`) also taints its owner on the forge. Exemptions are
 /// the store's to apply.
-pub fn taint_keys(name: &Named, j: &Judge<'_>) -> Vec<TaintKey> {
+pub(crate) fn taint_keys(name: &Named, j: &Judge<'_>) -> Vec<TaintKey> {
     let host = name.host.as_str();
     let family = j.by_owner.family_of(host);
     if family.is_none() && (j.own_site)(host) {

@@ -92,7 +92,11 @@ fn taint_keys_table() {
             .map(|k| k.to_string())
             .collect::<Vec<_>>()
     };
-    let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let v = |s: &[&str]| {
+        s.iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>()
+    };
     // Weak names only when allowed.
     let weak = named("readme.md", Seen::Weak, None);
     assert_eq!(key(&weak, &by, &[]), v(&[]));

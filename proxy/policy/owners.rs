@@ -104,15 +104,15 @@ const PAGES: &[(&str, &str)] = &[
 ];
 
 /// The roots of the built-in families: `by_owner`'s default.
-pub fn default_roots() -> Vec<String> {
+pub(crate) fn default_roots() -> Vec<String> {
     FAMILIES.iter().map(|(r, _)| r.to_string()).collect()
 }
 
 /// One family: hosts that share owners.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Family {
+pub(crate) struct Family {
     /// The name owner taints are kept under (`github.com`).
-    pub root: String,
+    pub(crate) root: String,
     shapes: HashMap<String, Shape>,
     /// The hosts that serve git.
     git: Vec<String>,
@@ -120,7 +120,7 @@ pub struct Family {
 
 /// What a path says of its owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Owner {
+pub(crate) enum Owner {
     /// This owner (lower-case).
     Named(String),
     /// The path is of the host itself (`/graphql`, `/`), no owner's.
@@ -132,7 +132,7 @@ pub enum Owner {
 impl Family {
     /// Reads the owner from a path (no leading `/`, no query; already
     /// decoded as the scanner decodes text).
-    pub fn owner_in(&self, host: &str, path: &str) -> Owner {
+    pub(crate) fn owner_in(&self, host: &str, path: &str) -> Owner {
         let Some(shape) = self.shapes.get(host) else {
             return Owner::None;
         };
@@ -173,7 +173,7 @@ impl Family {
 /// `/` and `.` and `..` segments resolved, as URL parsers do; whatever is
 /// still unclear is [`Owner::Unreadable`]. A path `cut` by something that
 /// may belong to it names its owner only if that segment was whole.
-pub fn scanned_owner(family: &Family, host: &str, path: Option<&str>, cut: bool) -> Owner {
+pub(crate) fn scanned_owner(family: &Family, host: &str, path: Option<&str>, cut: bool) -> Owner {
     let Some(path) = path else {
         return Owner::None;
     };
@@ -240,7 +240,7 @@ pub fn scanned_owner(family: &Family, host: &str, path: Option<&str>, cut: bool)
 
 impl Owner {
     /// An owner as written by a person (`sluice untaint github.com/Acme`).
-    pub fn from_segment(seg: &str) -> Owner {
+    pub(crate) fn from_segment(seg: &str) -> Owner {
         owner_segment(seg)
     }
 }
@@ -266,7 +266,7 @@ fn owner_segment(seg: &str) -> Owner {
 
 /// A task's multi-tenant hosts, by host.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ByOwner {
+pub(crate) struct ByOwner {
     families: Vec<Family>,
     /// Host → index into `families`.
     by_host: HashMap<String, usize>,
@@ -278,7 +278,7 @@ impl ByOwner {
     /// Families for these roots: a built-in root brings its family; any
     /// other (normalised) name is a family of one, owners as the first
     /// path segment.
-    pub fn from_roots(roots: &[String]) -> ByOwner {
+    pub(crate) fn from_roots(roots: &[String]) -> ByOwner {
         let mut by = ByOwner::default();
         for root in roots {
             let (shapes, git): (HashMap<String, Shape>, Vec<String>) =
@@ -313,28 +313,29 @@ impl ByOwner {
     }
 
     /// The hosts whose paths a scanner reads, shared (none: None).
-    pub fn scan_hosts(&self) -> Option<std::sync::Arc<[Box<str>]>> {
+    pub(crate) fn scan_hosts(&self) -> Option<std::sync::Arc<[Box<str>]>> {
         self.scan.clone()
     }
 
     /// The built-in families (the default).
-    pub fn default_families() -> ByOwner {
+    pub(crate) fn default_families() -> ByOwner {
         ByOwner::from_roots(&default_roots())
     }
 
     /// None: every host is tainted whole.
-    pub fn none() -> ByOwner {
+    #[cfg(test)]
+    pub(crate) fn none() -> ByOwner {
         ByOwner::default()
     }
 
     /// The family `host` belongs to, if it is multi-tenant.
-    pub fn family_of(&self, host: &str) -> Option<&Family> {
+    pub(crate) fn family_of(&self, host: &str) -> Option<&Family> {
         self.by_host.get(host).map(|&i| &self.families[i])
     }
 
     /// A Pages host (`acme.github.io`): its owner on the forge, if that
     /// forge is tainted by owner here.
-    pub fn pages_owner(&self, host: &str) -> Option<(&str, String)> {
+    pub(crate) fn pages_owner(&self, host: &str) -> Option<(&str, String)> {
         PAGES.iter().find_map(|(suffix, root)| {
             let owner = host.strip_suffix(suffix)?.strip_suffix('.')?;
             let family = self.family_of(root)?;
@@ -347,16 +348,12 @@ impl ByOwner {
 
     /// Every multi-tenant host (for the scanner: it reads the path after
     /// these).
-    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn hosts(&self) -> impl Iterator<Item = &str> {
         self.by_host.keys().map(String::as_str)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.families.is_empty()
-    }
-
     /// The roots, in config order.
-    pub fn roots(&self) -> Vec<&str> {
+    pub(crate) fn roots(&self) -> Vec<&str> {
         self.families.iter().map(|f| f.root.as_str()).collect()
     }
 
@@ -364,11 +361,10 @@ impl ByOwner {
     /// leading `/`, no query) write to? `None` when `host` is not
     /// multi-tenant. The path is percent-decoded once; anything still
     /// unclear is [`Owner::Unreadable`].
-    pub fn request_owner(&self, host: &str, path: &str) -> Option<(&str, Owner)> {
+    pub(crate) fn request_owner(&self, host: &str, path: &str) -> Option<(&str, Owner)> {
         let family = self.family_of(host)?;
-        let decoded = match percent_decode_once(path.strip_prefix('/').unwrap_or(path)) {
-            Some(p) => p,
-            None => return Some((&family.root, Owner::Unreadable)),
+        let Some(decoded) = percent_decode_once(path.strip_prefix('/').unwrap_or(path)) else {
+            return Some((&family.root, Owner::Unreadable));
         };
         let dots = decoded.split('/').any(|s| s == "." || s == "..");
         if dots || decoded.contains('%') || decoded.contains('\\') {
@@ -382,7 +378,7 @@ impl ByOwner {
     /// Does a request carry task data for taint's purposes? A body does,
     /// except git's smart-HTTP fetch to a forge host that serves git
     /// ([`is_git_fetch`]).
-    pub fn body_counts(&self, body: bool, host: &str, req: GitRequest<'_>) -> bool {
+    pub(crate) fn body_counts(&self, body: bool, host: &str, req: GitRequest<'_>) -> bool {
         let git_host = self
             .family_of(host)
             .is_some_and(|f| f.git.iter().any(|h| h == host));
@@ -392,11 +388,11 @@ impl ByOwner {
 
 /// What [`is_git_fetch`] looks at.
 #[derive(Clone, Copy, Debug)]
-pub struct GitRequest<'a> {
-    pub method: &'a str,
+pub(crate) struct GitRequest<'a> {
+    pub(crate) method: &'a str,
     /// As sent (none for a CONNECT).
-    pub path: Option<&'a str>,
-    pub content_type: Option<&'a str>,
+    pub(crate) path: Option<&'a str>,
+    pub(crate) content_type: Option<&'a str>,
 }
 
 /// `%XX` decoded once; None for a bad escape or bytes that are not UTF-8.
@@ -426,7 +422,7 @@ fn percent_decode_once(s: &str) -> Option<String> {
 /// repository's owner, so on a forge it is a read. `git-receive-pack`
 /// (push) is a write, and so is anything else that ends in the same word
 /// (an API call that creates a file of that name).
-pub fn is_git_fetch(req: GitRequest<'_>) -> bool {
+pub(crate) fn is_git_fetch(req: GitRequest<'_>) -> bool {
     let Some(path) = req.path else {
         return false;
     };
@@ -445,7 +441,7 @@ pub fn is_git_fetch(req: GitRequest<'_>) -> bool {
 
 /// The root of the built-in family `host` belongs to, whatever the config
 /// says (a reload that drops `by_owner` must not forget owner taints).
-pub fn builtin_root(host: &str) -> Option<&'static str> {
+pub(crate) fn builtin_root(host: &str) -> Option<&'static str> {
     FAMILIES
         .iter()
         .find(|(_, hosts)| hosts.iter().any(|(h, _, _)| *h == host))

@@ -16,7 +16,7 @@ pub enum Host {
 }
 
 impl Host {
-    pub fn as_name(&self) -> Option<&str> {
+    pub(crate) fn as_name(&self) -> Option<&str> {
         match self {
             Host::Name(n) => Some(n),
             Host::Ip(_) => None,
@@ -42,7 +42,7 @@ pub struct Target {
     /// True when an IP literal was written in its canonical spelling
     /// (`10.0.0.7`, `[2001:db8::1]`). Only canonical spellings can match an
     /// IP named in `allow`; `0x0a000007` never does.
-    pub canonical_ip: bool,
+    pub(crate) canonical_ip: bool,
 }
 
 impl fmt::Display for Target {
@@ -71,7 +71,7 @@ pub enum TargetError {
 }
 
 /// Parses a port: plain decimal 1–65535, no sign, no leading zero.
-pub fn parse_port(s: &str) -> Result<u16, TargetError> {
+pub(crate) fn parse_port(s: &str) -> Result<u16, TargetError> {
     let bad = || TargetError::BadPort(s.to_string());
     if s.is_empty() || s.len() > 5 || !s.bytes().all(|b| b.is_ascii_digit()) || s.starts_with('0') {
         return Err(bad());
@@ -207,7 +207,7 @@ fn looks_numeric(label: &str) -> bool {
 /// IPv4 in every spelling `inet_aton(3)` accepts: one to four parts, each
 /// decimal, octal (leading 0) or hex (0x); the last part fills the
 /// remaining bytes.
-pub fn parse_ipv4_any(s: &str) -> Option<Ipv4Addr> {
+pub(crate) fn parse_ipv4_any(s: &str) -> Option<Ipv4Addr> {
     let parts: Vec<&str> = s.split('.').collect();
     if parts.is_empty() || parts.len() > 4 {
         return None;

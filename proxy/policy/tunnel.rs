@@ -13,7 +13,10 @@ use super::{
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TunnelStart {
     /// A complete ClientHello; its SNI, lower-cased.
-    Tls { sni: Option<String> },
+    Tls {
+        /// The server name the hello asked for, if any.
+        sni: Option<String>,
+    },
     /// First byte 0x16, but no complete ClientHello sluice can read: it
     /// did not parse, stalled, ended or grew past 64 KiB. The sentence
     /// says which.
@@ -37,7 +40,7 @@ pub enum TunnelStart {
 /// must carry no SNI); one sluice cannot read is refused, whatever another
 /// TLS stack might make of it. The same for intercepted and passthrough
 /// tunnels: nothing of a refused tunnel reaches upstream.
-pub fn decide_tunnel_start(target: &Target, start: &TunnelStart) -> Result<(), Refusal> {
+pub(crate) fn decide_tunnel_start(target: &Target, start: &TunnelStart) -> Result<(), Refusal> {
     match start {
         TunnelStart::Tls { sni } if sni_names(sni.as_deref(), target) => Ok(()),
         TunnelStart::Tls { sni: Some(s) } => Err(Refusal::new(
@@ -89,7 +92,7 @@ fn sni_names(sni: Option<&str>, target: &Target) -> bool {
 /// the address it is connected to (never resolved again): `Ok` with any
 /// shadow-mode refusal to log, or the refusal that closes it. `opaque`
 /// connections carry a body, so taint applies to them.
-pub fn decide_open(
+pub(crate) fn decide_open(
     rules: &TaskRules,
     target: &Target,
     connected: SocketAddr,
@@ -116,7 +119,7 @@ pub fn decide_open(
 /// tunnel in a tunnel), and an authority it names (absolute form, HTTP/2
 /// `:authority`) must be the tunnel's own (`host-mismatch` otherwise; the
 /// Host header is checked by [`decide_name`] as for any request).
-pub fn decide_inner(
+pub(crate) fn decide_inner(
     tunnel: &Target,
     is_connect: bool,
     authority: Option<(&str, Result<Target, super::TargetError>)>,
@@ -142,7 +145,7 @@ pub fn decide_inner(
 /// and the guest's CID: another VM on the same host must not use this
 /// task's listener (`not-allowed`). A listener without a peer rule takes
 /// any peer; one with a rule refuses a connection whose CID is unknown.
-pub fn decide_peer(expected: Option<u32>, actual: Option<u32>) -> Result<(), Refusal> {
+pub(crate) fn decide_peer(expected: Option<u32>, actual: Option<u32>) -> Result<(), Refusal> {
     match (expected, actual) {
         (None, _) => Ok(()),
         (Some(e), Some(a)) if e == a => Ok(()),
@@ -166,7 +169,7 @@ pub fn decide_peer(expected: Option<u32>, actual: Option<u32>) -> Result<(), Ref
 /// host is not on the task's `passthrough` list. IP literals are never
 /// intercepted (a certificate cannot name them for the client). Decided
 /// once, when the CONNECT is admitted; the tunnel keeps the answer.
-pub fn intercepts(
+pub(crate) fn intercepts(
     task_intercepts: bool,
     have_ca: bool,
     passthrough: impl Fn(&str) -> bool,

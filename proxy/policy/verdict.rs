@@ -6,23 +6,23 @@
 use super::{Refusal, Rule};
 
 /// `decision` in the access log: within policy.
-pub const ALLOW: &str = "allow";
+pub(crate) const ALLOW: &str = "allow";
 /// `decision` in the access log: let through by a shadow mode.
-pub const WOULD_DENY: &str = "would_deny";
+pub(crate) const WOULD_DENY: &str = "would_deny";
 /// `decision` in the access log: refused.
-pub const DENY: &str = "deny";
+pub(crate) const DENY: &str = "deny";
 /// `decision` in the access log: nothing was refused, but the request
 /// could not be carried out (`dns-failed`, `upstream-failed`,
 /// `upstream-timeout`; SPEC §6).
-pub const ERROR: &str = "error";
+pub(crate) const ERROR: &str = "error";
 /// Every spelling, indexed by [`Verdict::index`].
-pub const LABELS: [&str; 4] = [ALLOW, DENY, WOULD_DENY, ERROR];
+pub(crate) const LABELS: [&str; 4] = [ALLOW, DENY, WOULD_DENY, ERROR];
 
 /// What policy decided. `T` is what an admitted decision carries (the
 /// [`super::Permit`] and checked addresses, or nothing).
 #[must_use]
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict<T = ()> {
+pub(crate) enum Verdict<T = ()> {
     /// Within policy.
     Allow(T),
     /// Outside policy, but a shadow mode let it through; the refusal is
@@ -34,7 +34,7 @@ pub enum Verdict<T = ()> {
 
 impl<T> Verdict<T> {
     /// Allowed, or allowed with the refusal shadow mode let through.
-    pub fn admit(payload: T, would_deny: Option<Refusal>) -> Verdict<T> {
+    pub(crate) fn admit(payload: T, would_deny: Option<Refusal>) -> Verdict<T> {
         match would_deny {
             Some(r) => Verdict::WouldDeny(payload, r),
             None => Verdict::Allow(payload),
@@ -42,19 +42,19 @@ impl<T> Verdict<T> {
     }
 
     /// The refusal, enforced or not.
-    pub fn refusal(&self) -> Option<&Refusal> {
+    pub(crate) fn refusal(&self) -> Option<&Refusal> {
         match self {
             Verdict::Allow(_) => None,
             Verdict::WouldDeny(_, r) | Verdict::Deny(r) => Some(r),
         }
     }
 
-    pub fn rule(&self) -> Option<Rule> {
+    pub(crate) fn rule(&self) -> Option<Rule> {
         self.refusal().map(|r| r.rule)
     }
 
     /// Index into [`LABELS`]. A `Deny` under a failure rule is an error.
-    pub fn index(&self) -> usize {
+    pub(crate) fn index(&self) -> usize {
         match self {
             Verdict::Allow(_) => 0,
             Verdict::Deny(r) if r.rule.is_failure() => 3,
@@ -64,17 +64,17 @@ impl<T> Verdict<T> {
     }
 
     /// The access log's spelling.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         LABELS[self.index()]
     }
 
-    pub fn is_deny(&self) -> bool {
+    pub(crate) fn is_deny(&self) -> bool {
         matches!(self, Verdict::Deny(_))
     }
 
     /// Splits an admitted verdict into its payload and the verdict without
     /// it; a refusal comes back as `Err`.
-    pub fn split(self) -> Result<(T, Verdict), Refusal> {
+    pub(crate) fn split(self) -> Result<(T, Verdict), Refusal> {
         match self {
             Verdict::Allow(p) => Ok((p, Verdict::Allow(()))),
             Verdict::WouldDeny(p, r) => Ok((p, Verdict::WouldDeny((), r))),
@@ -83,7 +83,7 @@ impl<T> Verdict<T> {
     }
 
     /// The same verdict with another payload.
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Verdict<U> {
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Verdict<U> {
         match self {
             Verdict::Allow(p) => Verdict::Allow(f(p)),
             Verdict::WouldDeny(p, r) => Verdict::WouldDeny(f(p), r),
@@ -92,7 +92,7 @@ impl<T> Verdict<T> {
     }
 
     /// The shadow-mode refusal of an admitted verdict (None for a refusal).
-    pub fn would_deny(&self) -> Option<&Refusal> {
+    pub(crate) fn would_deny(&self) -> Option<&Refusal> {
         match self {
             Verdict::WouldDeny(_, r) => Some(r),
             _ => None,
@@ -130,7 +130,7 @@ mod tests {
                 Err(got) => assert_eq!((label, got), (DENY, r.clone())),
             }
         }
-        for rule in Rule::ALL {
+        for &rule in Rule::ALL {
             let v: Verdict = Verdict::Deny(Refusal::new(rule, "x"));
             let failure = matches!(
                 rule,

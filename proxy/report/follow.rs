@@ -15,7 +15,7 @@ use crate::policy::verdict;
 /// Text from a row, safe for a terminal: control characters (C0, C1)
 /// and bidirectional-text controls are written as `\u{…}`, so a hostile
 /// path cannot move the cursor, recolour or reorder the feed.
-pub fn safe(s: &str) -> String {
+pub(crate) fn safe(s: &str) -> String {
     s.chars()
         .map(|c| {
             let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
@@ -29,7 +29,7 @@ pub fn safe(s: &str) -> String {
 }
 
 /// One decision as a line: `14:57:11  build  deny        POST host:80/path  rule: reason`.
-pub fn line(row: &AccessRecord, color: bool) -> String {
+pub(crate) fn line(row: &AccessRecord, color: bool) -> String {
     let time = row.ts.get(11..19).unwrap_or(&row.ts);
     let target = match row.kind {
         Kind::Connect => format!("{}:{}", row.host, row.port),
@@ -74,7 +74,7 @@ pub fn line(row: &AccessRecord, color: bool) -> String {
 }
 
 /// A question `allow_mode = "ask"` put, as a line of the feed.
-pub fn question_line(q: &crate::ask::Question, color: bool) -> String {
+pub(crate) fn question_line(q: &crate::ask::Question, color: bool) -> String {
     let time = q.ts.get(11..19).unwrap_or(&q.ts);
     // The question names the command as it can be pasted (with --config).
     let out = format!(
@@ -138,7 +138,7 @@ fn logs(state_dir: &Path, task: Option<&str>) -> Vec<PathBuf> {
 
 /// Prints the decisions written from now on (with `since`, first those
 /// written since then), until `out` can no longer be written to.
-pub fn follow(
+pub(crate) fn follow(
     state_dir: &Path,
     task: Option<&str>,
     since: Option<&str>,

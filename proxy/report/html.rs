@@ -18,18 +18,18 @@ use crate::policy::verdict;
 const TIMELINE_ROWS: usize = 2000;
 
 /// Where a tainted host was named: (host, source URL, when).
-pub type TaintLine = (String, String, String);
+pub(crate) type TaintLine = (String, String, String);
 
 /// One task's part of the page.
-pub struct TaskPart<'a> {
-    pub task: &'a str,
-    pub destinations: &'a [Destination],
-    pub rows: &'a [AccessRecord],
-    pub taint: &'a [TaintLine],
+pub(crate) struct TaskPart<'a> {
+    pub(crate) task: &'a str,
+    pub(crate) destinations: &'a [Destination],
+    pub(crate) rows: &'a [AccessRecord],
+    pub(crate) taint: &'a [TaintLine],
 }
 
 /// Escapes text for HTML element content and attribute values.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -50,7 +50,7 @@ td.n{text-align:right}tr.refused td{background:#fde8e8}tr.would td{background:#f
 tr.failed td{background:#eee}code{font-size:13px}h2{margin-top:2em}svg text{font:12px monospace}";
 
 /// The whole page.
-pub fn page(state: &str, parts: &[TaskPart]) -> String {
+pub(crate) fn page(state: &str, parts: &[TaskPart]) -> String {
     let mut out = String::new();
     let _ = write!(
         out,

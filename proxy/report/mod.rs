@@ -12,48 +12,48 @@ use serde::Serialize;
 
 use crate::log::{AccessRecord, Kind};
 
-pub mod follow;
-pub mod html;
+pub(crate) mod follow;
+pub(crate) mod html;
 mod table;
-pub mod taint;
+pub(crate) mod taint;
 use crate::policy::verdict;
-pub use table::{aligned, compact_time, human_bytes, table, LEGEND};
+pub(crate) use table::{aligned, compact_time, human_bytes, table};
 
 /// One (task, host:port) line of the report.
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
-pub struct Destination {
-    pub task: String,
-    pub host: String,
-    pub port: u16,
-    pub first_seen: String,
-    pub last_seen: String,
+pub(crate) struct Destination {
+    pub(crate) task: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) first_seen: String,
+    pub(crate) last_seen: String,
     /// Requests: plain HTTP, requests inside intercepted tunnels, and
     /// tunnels sluice relayed opaquely (or refused). The CONNECT of an
     /// intercepted tunnel is counted in `tunnels`, not here: the requests
     /// inside it are the requests.
-    pub requests: u64,
+    pub(crate) requests: u64,
     /// Intercepted tunnels (their CONNECT rows).
-    pub tunnels: u64,
+    pub(crate) tunnels: u64,
     /// Requests with decision `allow`.
-    pub allowed: u64,
+    pub(crate) allowed: u64,
     /// Requests with decision `deny`.
-    pub refused: u64,
+    pub(crate) refused: u64,
     /// Requests with decision `would_deny`: a shadow mode let through what
     /// enforce would have refused.
-    pub would_deny: u64,
+    pub(crate) would_deny: u64,
     /// Requests with decision `error` (DNS or upstream failures): they
     /// could not be carried out; nothing was refused.
-    pub failed: u64,
+    pub(crate) failed: u64,
     /// Bytes relayed to the destination (request bodies; all bytes of an
     /// opaque tunnel). A refused request sends none.
-    pub bytes_up: u64,
-    pub bytes_down: u64,
+    pub(crate) bytes_up: u64,
+    pub(crate) bytes_down: u64,
     /// A request that was not refused at CONNECT carried a body.
-    pub body: bool,
+    pub(crate) body: bool,
     /// The host is in the task's taint set.
-    pub tainted: bool,
+    pub(crate) tainted: bool,
     /// Refusal rules seen, for the eye.
-    pub rules: BTreeSet<String>,
+    pub(crate) rules: BTreeSet<String>,
     /// Admitted under shadow mode only because of `allow_mode = "shadow"`
     /// (rule `not-allowed`): it belongs in a learned allow-list.
     #[serde(skip)]
@@ -65,7 +65,7 @@ pub struct Destination {
 
 impl Destination {
     /// `!` marks rows where something was refused, or would have been.
-    pub fn flagged(&self) -> bool {
+    pub(crate) fn flagged(&self) -> bool {
         self.refused > 0 || self.would_deny > 0
     }
 
@@ -153,7 +153,7 @@ fn tainted_hosts(dir: &Path) -> HashSet<String> {
 
 /// Is there something to report on? A state folder that does not exist, or
 /// a task it has no folder for, is a mistake to say, not an empty report.
-pub fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), String> {
+pub(crate) fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), String> {
     if !state_dir.is_dir() {
         return Err(format!(
             "no state folder at {}: pass --state DIR, or --config FILE for the state_dir sluice ran with",
@@ -186,13 +186,14 @@ pub fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), String> {
 }
 
 /// Builds the report for every task in `state_dir` (or one task).
-pub fn build(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<Destination>> {
+#[cfg(test)]
+pub(crate) fn build(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<Destination>> {
     build_since(state_dir, task, None)
 }
 
 /// [`build`] from the rows written at or after `since` (an RFC 3339 time
 /// as the log writes it) only.
-pub fn build_since(
+pub(crate) fn build_since(
     state_dir: &Path,
     task: Option<&str>,
     since: Option<&str>,
@@ -218,7 +219,10 @@ pub fn build_since(
 }
 
 /// The task folders of a state folder (or the one of `task`), by name.
-pub fn task_dirs(state_dir: &Path, task: Option<&str>) -> std::io::Result<Vec<(String, PathBuf)>> {
+pub(crate) fn task_dirs(
+    state_dir: &Path,
+    task: Option<&str>,
+) -> std::io::Result<Vec<(String, PathBuf)>> {
     let mut dirs: Vec<(String, PathBuf)> = match std::fs::read_dir(state_dir.join("tasks")) {
         Ok(rd) => rd
             .flatten()
@@ -263,7 +267,7 @@ fn taint_of(dir: &Path) -> Vec<html::TaintLine> {
 }
 
 /// `sluice report --html`: the page for a state folder (or one task).
-pub fn html_page(
+pub(crate) fn html_page(
     state_dir: &Path,
     task: Option<&str>,
     since: Option<&str>,
@@ -289,7 +293,7 @@ pub fn html_page(
 
 /// Every access row of the state folder (or of one task), written at or
 /// after `since`.
-pub fn rows(state_dir: &Path, task: Option<&str>, since: Option<&str>) -> Vec<AccessRecord> {
+pub(crate) fn rows(state_dir: &Path, task: Option<&str>, since: Option<&str>) -> Vec<AccessRecord> {
     task_dirs(state_dir, task)
         .unwrap_or_default()
         .iter()
@@ -299,7 +303,7 @@ pub fn rows(state_dir: &Path, task: Option<&str>, since: Option<&str>) -> Vec<Ac
 
 /// `--since`: a duration back from `now` (`90s`, `15m`, `2h`, `7d`) or a
 /// time (RFC 3339, or a date), as the log writes times.
-pub fn since(arg: &str, now: time::OffsetDateTime) -> Result<String, String> {
+pub(crate) fn since(arg: &str, now: time::OffsetDateTime) -> Result<String, String> {
     use time::format_description::well_known::Rfc3339;
     let unit = arg.chars().last().unwrap_or(' ');
     let secs = match unit {
@@ -341,7 +345,7 @@ pub fn since(arg: &str, now: time::OffsetDateTime) -> Result<String, String> {
 /// reached: every destination with an allowed request, or one that shadow
 /// mode let through as `not-allowed`. A host reached on both 80 and 443 is
 /// written bare; anything else as `host:port`.
-pub fn allow_list(rows: &[Destination], task: &str) -> String {
+pub(crate) fn allow_list(rows: &[Destination], task: &str) -> String {
     let mut ports: BTreeMap<&str, BTreeSet<u16>> = BTreeMap::new();
     for d in rows.iter().filter(|d| d.task == task) {
         if d.admitted || d.learned {

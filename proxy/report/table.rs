@@ -5,13 +5,13 @@ use super::follow::safe;
 use super::Destination;
 
 /// What the table's marks and columns mean, printed under it.
-pub const LEGEND: &str = "! = refused or would be refused; REFUSED = decision deny, \
+pub(crate) const LEGEND: &str = "! = refused or would be refused; REFUSED = decision deny, \
 WOULD_DENY = shadow mode let it through, FAILED = could not reach (DNS or upstream), \
 nothing refused; UP/DOWN = bytes relayed; times UTC";
 
 /// The table `sluice report` prints: one line per destination, every
 /// column headed and aligned (numbers to the right), then [`LEGEND`].
-pub fn table(rows: &[Destination]) -> String {
+pub(crate) fn table(rows: &[Destination]) -> String {
     if rows.is_empty() {
         return "(no access-log rows)\n".to_string();
     }
@@ -32,7 +32,10 @@ pub fn table(rows: &[Destination]) -> String {
         "TAINTED",
         "RULES",
     ];
-    let mut lines: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    let mut lines: Vec<Vec<String>> = vec![header
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect()];
     let yes = |b: bool| if b { "yes" } else { "-" }.to_string();
     for d in rows {
         let rules: Vec<&str> = d.rules.iter().map(String::as_str).collect();
@@ -71,7 +74,7 @@ pub fn table(rows: &[Destination]) -> String {
 /// Rows as columns two spaces apart; `right(i)` columns are right-aligned.
 /// Every cell is made safe for a terminal first ([`safe`]): a row's host
 /// or task in a hand-edited log cannot move the cursor or reorder text.
-pub fn aligned(rows: &[Vec<String>], right: impl Fn(usize) -> bool) -> String {
+pub(crate) fn aligned(rows: &[Vec<String>], right: impl Fn(usize) -> bool) -> String {
     let rows: Vec<Vec<String>> = rows
         .iter()
         .map(|r| r.iter().map(|c| safe(c)).collect())
@@ -103,7 +106,7 @@ pub fn aligned(rows: &[Vec<String>], right: impl Fn(usize) -> bool) -> String {
 
 /// `2026-12-03T14:57:11.123Z` → `12-03 14:57:11` (UTC; the year and the
 /// milliseconds are left out). Anything else is shown as written.
-pub fn compact_time(ts: &str) -> String {
+pub(crate) fn compact_time(ts: &str) -> String {
     match (ts.get(5..10), ts.get(10..11), ts.get(11..19)) {
         (Some(day), Some("T"), Some(time)) => format!("{day} {time}"),
         _ => ts.to_string(),
@@ -111,7 +114,7 @@ pub fn compact_time(ts: &str) -> String {
 }
 
 /// Bytes for a person: `0 B`, `843 B`, `1.5 KiB`, `28.6 MiB`, `2.0 GiB`.
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if n < 1024 {
         return format!("{n} B");

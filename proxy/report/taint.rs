@@ -14,14 +14,14 @@ use crate::policy::{verdict, Rule};
 
 /// One taint: a host or `root/owner`, where and when it was named.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Taint {
-    pub key: String,
-    pub source: String,
-    pub at: String,
+pub(crate) struct Taint {
+    pub(crate) key: String,
+    pub(crate) source: String,
+    pub(crate) at: String,
 }
 
 /// The task's taint set as `taint.jsonl` leaves it, sorted.
-pub fn taint_set(state_dir: &Path, task: &str) -> Vec<Taint> {
+pub(crate) fn taint_set(state_dir: &Path, task: &str) -> Vec<Taint> {
     let path = state_dir.join("tasks").join(task).join("taint.jsonl");
     let (store, _, _) = crate::taint::TaintStore::load(task, &path, usize::MAX);
     store
@@ -37,7 +37,7 @@ pub fn taint_set(state_dir: &Path, task: &str) -> Vec<Taint> {
 
 /// The hosts a task's allow-list names, as sluice last recorded them
 /// (`state::ALLOW_LIST_FILE`), if it did.
-pub fn recorded_allow_list(state_dir: &Path, task: &str) -> Option<Vec<String>> {
+pub(crate) fn recorded_allow_list(state_dir: &Path, task: &str) -> Option<Vec<String>> {
     let path = state_dir
         .join("tasks")
         .join(task)
@@ -52,7 +52,7 @@ pub fn recorded_allow_list(state_dir: &Path, task: &str) -> Option<Vec<String>> 
 
 /// Is this taint's host (for an owner, any host of its family) one that
 /// `allowed` says the task may reach?
-pub fn on_allow_list(key: &str, allowed: &dyn Fn(&str) -> bool) -> bool {
+pub(crate) fn on_allow_list(key: &str, allowed: &dyn Fn(&str) -> bool) -> bool {
     let Some((root, _)) = key.split_once('/') else {
         return allowed(key);
     };
@@ -66,7 +66,12 @@ pub fn on_allow_list(key: &str, allowed: &dyn Fn(&str) -> bool) -> bool {
 
 /// The taint part of a report: the taints on the allow-list with their
 /// provenance, then how many others there are (all of them with `full`).
-pub fn section(state_dir: &Path, task: &str, allowed: &dyn Fn(&str) -> bool, full: bool) -> String {
+pub(crate) fn section(
+    state_dir: &Path,
+    task: &str,
+    allowed: &dyn Fn(&str) -> bool,
+    full: bool,
+) -> String {
     let set = taint_set(state_dir, task);
     let (mine, rest): (Vec<&Taint>, Vec<&Taint>) =
         set.iter().partition(|t| on_allow_list(&t.key, allowed));
@@ -110,7 +115,7 @@ pub fn section(state_dir: &Path, task: &str, allowed: &dyn Fn(&str) -> bool, ful
 /// shadow-mode taint would have refused, then [`section`]. The allow-list
 /// is the one sluice recorded; without it, the destinations the task was
 /// admitted to or refused only by taint.
-pub fn leading(
+pub(crate) fn leading(
     state_dir: &Path,
     task: &str,
     rows: &[super::Destination],
@@ -138,7 +143,9 @@ pub fn leading(
 
 /// Requests a shadow-mode taint let through that enforce would have
 /// refused, with the provenance: `WOULD_DENY POST https://… (named by …)`.
-pub fn would_deny_lines<'a>(rows: impl IntoIterator<Item = &'a AccessRecord>) -> Vec<String> {
+pub(crate) fn would_deny_lines<'a>(
+    rows: impl IntoIterator<Item = &'a AccessRecord>,
+) -> Vec<String> {
     rows.into_iter()
         .filter(|r| {
             r.decision == verdict::WOULD_DENY

@@ -8,14 +8,12 @@
 //! tunnels to that host. Decisions stay in `policy`: this module only
 //! answers "is this host tainted, and by what?".
 
-pub mod body;
-pub mod scan;
+pub(crate) mod body;
+pub(crate) mod scan;
 mod store;
-pub mod ws;
+pub(crate) mod ws;
 
-pub use store::{
-    Inserted, OverflowRecord, TaintRecord, TaintStore, UntaintRecord, OVERFLOW_EVENT, UNTAINT_EVENT,
-};
+pub(crate) use store::{Inserted, TaintStore};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 /// opaque ones (SPEC §8: within a second) and a reload can close any whose
 /// destination is no longer allowed.
 #[derive(Default)]
-pub struct TunnelRegistry {
+pub(crate) struct TunnelRegistry {
     next: AtomicU64,
     open: Mutex<HashMap<String, HashMap<u64, TunnelEntry>>>,
 }
@@ -45,14 +43,14 @@ struct TunnelEntry {
 }
 
 /// Removes a tunnel from the registry when dropped.
-pub struct TunnelGuard<'a> {
+pub(crate) struct TunnelGuard<'a> {
     registry: &'a TunnelRegistry,
     host: String,
     id: u64,
 }
 
 impl TunnelRegistry {
-    pub fn register(
+    pub(crate) fn register(
         &self,
         host: &str,
         addr: SocketAddr,
@@ -81,7 +79,7 @@ impl TunnelRegistry {
     /// borrow (a request body streaming upstream).
     /// `opaque`: taint applies to it (not git's fetch to a forge); `path`:
     /// the request's.
-    pub fn register_owned(
+    pub(crate) fn register_owned(
         self: &Arc<Self>,
         host: &str,
         addr: SocketAddr,
@@ -112,26 +110,28 @@ impl TunnelRegistry {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<u64, TunnelEntry>>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Closes every open opaque tunnel of the task (the taint set overflowed).
-    pub fn revoke_all(&self) -> usize {
+    pub(crate) fn revoke_all(&self) -> usize {
         self.revoke_where(|_, _, _, opaque| opaque)
     }
 
     /// Closes every open opaque tunnel to `host`; returns how many.
-    pub fn revoke(&self, host: &str) -> usize {
+    pub(crate) fn revoke(&self, host: &str) -> usize {
         self.revoke_where(|h, _, _, opaque| opaque && h == host)
     }
 
     /// Closes the tunnels `(host, port, connected address, opaque)` picks.
-    pub fn revoke_where(&self, pick: impl Fn(&str, u16, SocketAddr, bool) -> bool) -> usize {
+    pub(crate) fn revoke_where(&self, pick: impl Fn(&str, u16, SocketAddr, bool) -> bool) -> usize {
         self.revoke_with_path(|h, port, addr, opaque, _| pick(h, port, addr, opaque))
     }
 
     /// [`TunnelRegistry::revoke_where`], also told a request body's path.
-    pub fn revoke_with_path(
+    pub(crate) fn revoke_with_path(
         &self,
         pick: impl Fn(&str, u16, SocketAddr, bool, Option<&str>) -> bool,
     ) -> usize {
@@ -149,12 +149,11 @@ impl TunnelRegistry {
     }
 
     /// How many tunnels are open.
-    pub fn len(&self) -> usize {
-        self.lock().values().map(|t| t.len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub(crate) fn len(&self) -> usize {
+        self.lock()
+            .values()
+            .map(std::collections::HashMap::len)
+            .sum()
     }
 }
 
@@ -166,7 +165,7 @@ impl Drop for TunnelGuard<'_> {
 
 /// A registration that owns its registry handle, for what cannot borrow
 /// it: a request body streaming upstream.
-pub struct OwnedTunnelGuard {
+pub(crate) struct OwnedTunnelGuard {
     registry: Arc<TunnelRegistry>,
     host: String,
     id: u64,

@@ -27,54 +27,54 @@ use crate::policy::{Provenance, TaintMode, TaintState};
 
 /// One line of `taint.jsonl`: a new taint.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct TaintRecord {
-    pub ts: String,
-    pub task: String,
+pub(crate) struct TaintRecord {
+    pub(crate) ts: String,
+    pub(crate) task: String,
     /// The host, or for an owner taint the family's root (`github.com`).
-    pub host: String,
+    pub(crate) host: String,
     /// The owner on a multi-tenant host (`acme`), else absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    pub source: String,
+    pub(crate) owner: Option<String>,
+    pub(crate) source: String,
 }
 
 /// The line `taint.jsonl` gets when the set first overflows: the task
 /// then stays failed-closed across restarts and reloads until its state is
 /// cleared by hand (SPEC §9 "Overflow persists").
 #[derive(Debug, Serialize, Deserialize)]
-pub struct OverflowRecord {
-    pub ts: String,
-    pub task: String,
+pub(crate) struct OverflowRecord {
+    pub(crate) ts: String,
+    pub(crate) task: String,
     /// Always [`OVERFLOW_EVENT`].
-    pub event: String,
-    pub max_hosts: usize,
+    pub(crate) event: String,
+    pub(crate) max_hosts: usize,
 }
 
-pub const OVERFLOW_EVENT: &str = "taint-overflow";
+pub(crate) const OVERFLOW_EVENT: &str = "taint-overflow";
 
 /// The line a removal by a person writes (`sluice untaint`): who, when,
 /// and the provenance it cleared. A restart replays it.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct UntaintRecord {
-    pub ts: String,
-    pub task: String,
+pub(crate) struct UntaintRecord {
+    pub(crate) ts: String,
+    pub(crate) task: String,
     /// Always [`UNTAINT_EVENT`].
-    pub event: String,
-    pub host: String,
+    pub(crate) event: String,
+    pub(crate) host: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
+    pub(crate) owner: Option<String>,
     /// Who asked: `admin API` with the caller's peer, or the CLI.
-    pub by: String,
+    pub(crate) by: String,
     /// The provenance removed.
-    pub cleared_source: String,
-    pub cleared_at: String,
+    pub(crate) cleared_source: String,
+    pub(crate) cleared_at: String,
 }
 
-pub const UNTAINT_EVENT: &str = "untaint";
+pub(crate) const UNTAINT_EVENT: &str = "untaint";
 
 /// The outcome of offering a key to the store.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Inserted {
+pub(crate) enum Inserted {
     New,
     Known,
     Exempt,
@@ -85,7 +85,7 @@ pub enum Inserted {
 }
 
 /// A task's taint set. Reads take no global lock (sharded maps).
-pub struct TaintStore {
+pub(crate) struct TaintStore {
     task: Arc<str>,
     keys: DashMap<String, Provenance>,
     /// Owner taints per family root, for a request whose path names none.
@@ -105,7 +105,7 @@ fn key_string(host: &str, owner: Option<&str>) -> String {
 }
 
 impl TaintStore {
-    pub fn new(task: &str) -> TaintStore {
+    pub(crate) fn new(task: &str) -> TaintStore {
         TaintStore {
             task: task.into(),
             keys: DashMap::new(),
@@ -119,7 +119,7 @@ impl TaintStore {
     /// Loads `taint.jsonl` (a restart never forgets taint, nor a removal
     /// a person made). Unreadable lines are skipped and counted; a
     /// missing file is an empty set.
-    pub fn load(task: &str, path: &Path, max_hosts: usize) -> (TaintStore, usize, usize) {
+    pub(crate) fn load(task: &str, path: &Path, max_hosts: usize) -> (TaintStore, usize, usize) {
         let store = TaintStore::new(task);
         let mut bad = 0;
         if let Ok(text) = std::fs::read_to_string(path) {
@@ -194,7 +194,12 @@ impl TaintStore {
     /// What the store knows of a request to `host` with `path` (as sent;
     /// `None` for an opaque tunnel, which could carry anything to anyone)
     /// for a body check.
-    pub fn state(&self, host: &str, path: Option<&str>, settings: &TaintSettings) -> TaintState {
+    pub(crate) fn state(
+        &self,
+        host: &str,
+        path: Option<&str>,
+        settings: &TaintSettings,
+    ) -> TaintState {
         if settings.mode == TaintMode::Off || settings.exempt.contains(host) {
             return TaintState::Clean;
         }
@@ -274,7 +279,7 @@ impl TaintStore {
     }
 
     /// Offers a key named by `source`. New keys are persisted.
-    pub fn insert(
+    pub(crate) fn insert(
         &self,
         key: &TaintKey,
         source: &Arc<str>,
@@ -330,7 +335,7 @@ impl TaintStore {
 
     /// Holds keys for a name in progress (until [`TaintStore::release`]):
     /// they count in [`TaintStore::state`] but are never written down.
-    pub fn hold(&self, keys: &[TaintKey], source: &Arc<str>) {
+    pub(crate) fn hold(&self, keys: &[TaintKey], source: &Arc<str>) {
         for k in keys {
             let p = Provenance {
                 source: source.clone(),
@@ -341,7 +346,7 @@ impl TaintStore {
     }
 
     /// Lets go of keys held by [`TaintStore::hold`].
-    pub fn release(&self, keys: &[TaintKey]) {
+    pub(crate) fn release(&self, keys: &[TaintKey]) {
         for k in keys {
             let k = k.to_string();
             let gone = match self.pending.get_mut(&k) {
@@ -360,7 +365,7 @@ impl TaintStore {
     /// Removes a key a person has checked (`sluice untaint`), with a line
     /// in `taint.jsonl` saying who and what it cleared. `key` is a host or
     /// `root/owner`. None if it was not tainted.
-    pub fn untaint(&self, key: &str, by: &str, log: &AccessLog) -> Option<Provenance> {
+    pub(crate) fn untaint(&self, key: &str, by: &str, log: &AccessLog) -> Option<Provenance> {
         let p = self.take(key)?;
         self.count.fetch_sub(1, Ordering::AcqRel);
         let (host, owner) = match key.split_once('/') {
@@ -383,7 +388,7 @@ impl TaintStore {
 
     /// Every taint with its provenance, sorted by key (`host` or
     /// `root/owner`).
-    pub fn list(&self) -> Vec<(String, Provenance)> {
+    pub(crate) fn list(&self) -> Vec<(String, Provenance)> {
         let mut v: Vec<_> = self
             .keys
             .iter()
@@ -393,21 +398,17 @@ impl TaintStore {
         v
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.keys.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
     }
 
     /// Fails closed from now on, as a full set does: what the saved set
     /// holds cannot be trusted whole.
-    pub fn fail_closed(&self) {
+    pub(crate) fn fail_closed(&self) {
         self.overflow.store(true, Ordering::Relaxed);
     }
 
-    pub fn overflowed(&self) -> bool {
+    pub(crate) fn overflowed(&self) -> bool {
         self.overflow.load(Ordering::Relaxed)
     }
 }

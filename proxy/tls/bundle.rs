@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use super::ca::{cert_path, CaError};
 
 /// Where sluice writes the bundle.
-pub fn bundle_path(state_dir: &Path) -> PathBuf {
+pub(crate) fn bundle_path(state_dir: &Path) -> PathBuf {
     state_dir.join("ca-bundle.pem")
 }
 
@@ -55,7 +55,7 @@ fn system_roots(own: &Path) -> Option<(PathBuf, String)> {
 /// without following symlinks and must be a regular file (it is made
 /// readable through its descriptor, and only when it is ours); the bundle
 /// is written to a fresh temporary file and renamed into place.
-pub fn write(state_dir: &Path) -> Result<(PathBuf, Option<PathBuf>), CaError> {
+pub(crate) fn write(state_dir: &Path) -> Result<(PathBuf, Option<PathBuf>), CaError> {
     let ca_pem = read_ca(state_dir)?;
     let out = bundle_path(state_dir);
     let system = system_roots(&out);
@@ -132,7 +132,7 @@ fn replace(path: &Path, bytes: &[u8]) -> Result<(), CaError> {
 /// Copies `ca.pem` and `ca-bundle.pem` (written first) into `dir`, the
 /// folder tasks are given instead of the state folder, which holds the key,
 /// the logs and the taint sets.
-pub fn publish(state_dir: &Path, dir: &Path) -> Result<(), CaError> {
+pub(crate) fn publish(state_dir: &Path, dir: &Path) -> Result<(), CaError> {
     let (bundle, _) = write(state_dir)?;
     std::fs::create_dir_all(dir).map_err(|source| CaError::Io {
         path: dir.to_path_buf(),

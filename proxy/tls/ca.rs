@@ -30,7 +30,7 @@ const REFUSAL_CACHE: usize = 256;
 type Leaves = Mutex<HashMap<String, (Arc<CertifiedKey>, time::OffsetDateTime)>>;
 
 #[derive(Debug, thiserror::Error)]
-pub enum CaError {
+pub(crate) enum CaError {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -47,11 +47,11 @@ pub enum CaError {
     Mint { host: String, message: String },
 }
 
-pub fn cert_path(state_dir: &Path) -> PathBuf {
+pub(crate) fn cert_path(state_dir: &Path) -> PathBuf {
     state_dir.join("ca.pem")
 }
 
-pub fn key_path(state_dir: &Path) -> PathBuf {
+pub(crate) fn key_path(state_dir: &Path) -> PathBuf {
     state_dir.join("ca.key")
 }
 
@@ -71,7 +71,7 @@ fn bad(path: &Path, e: impl std::fmt::Display) -> CaError {
 
 /// Creates `ca.pem` and `ca.key` (0600) in `state_dir`. Refuses to replace
 /// an existing CA unless `force`.
-pub fn init(state_dir: &Path, force: bool) -> Result<(), CaError> {
+pub(crate) fn init(state_dir: &Path, force: bool) -> Result<(), CaError> {
     let (cert, key) = (cert_path(state_dir), key_path(state_dir));
     if !force && (cert.exists() || key.exists()) {
         return Err(CaError::Exists(state_dir.to_path_buf()));
@@ -124,7 +124,7 @@ pub(super) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CaEr
 }
 
 /// The CA certificate in PEM.
-pub fn show(state_dir: &Path) -> Result<String, CaError> {
+pub(crate) fn show(state_dir: &Path) -> Result<String, CaError> {
     let cert = cert_path(state_dir);
     if !cert.exists() {
         return Err(CaError::Missing(state_dir.to_path_buf()));
@@ -133,20 +133,21 @@ pub fn show(state_dir: &Path) -> Result<String, CaError> {
 }
 
 /// A loaded CA that mints leaf certificates.
-pub struct Ca {
+pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
     leaf_key: KeyPair,
     leaf_signer: Arc<dyn rustls::sign::SigningKey>,
     cache: Leaves,
     /// Leaves for refused CONNECTs (see [`REFUSAL_CACHE`]).
     refusal_cache: Leaves,
-    pub cert_pem: String,
+    #[cfg_attr(not(test), allow(dead_code))] // tests verify leaves against it
+    cert_pem: String,
     /// The time source (the system clock; tests move it).
     clock: Clock,
 }
 
 /// Where the CA reads the time from.
-pub type Clock = Arc<dyn Fn() -> time::OffsetDateTime + Send + Sync>;
+pub(crate) type Clock = Arc<dyn Fn() -> time::OffsetDateTime + Send + Sync>;
 
 /// How long a leaf is valid.
 const LEAF_LIFETIME: time::Duration = time::Duration::days(30);
@@ -163,7 +164,7 @@ impl std::fmt::Debug for Ca {
 
 impl Ca {
     /// Loads the CA of `state_dir`.
-    pub fn load(state_dir: &Path, provider: &CryptoProvider) -> Result<Ca, CaError> {
+    pub(crate) fn load(state_dir: &Path, provider: &CryptoProvider) -> Result<Ca, CaError> {
         let (cert, key) = (cert_path(state_dir), key_path(state_dir));
         if !cert.exists() || !key.exists() {
             return Err(CaError::Missing(state_dir.to_path_buf()));
@@ -197,18 +198,22 @@ impl Ca {
     }
 
     /// The same CA reading the time from `clock` (tests).
-    pub fn with_clock(mut self, clock: Clock) -> Ca {
+    #[cfg(test)]
+    pub(crate) fn with_clock(mut self, clock: Clock) -> Ca {
         self.clock = clock;
         // A std Mutex over a plain map, never held across an await.
         for leaves in [&self.cache, &self.refusal_cache] {
-            leaves.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            leaves
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clear();
         }
         self
     }
 
     /// Loads the CA, creating it first if there is none. Returns whether it
     /// was created.
-    pub fn load_or_create(
+    pub(crate) fn load_or_create(
         state_dir: &Path,
         provider: &CryptoProvider,
     ) -> Result<(Ca, bool), CaError> {
@@ -221,13 +226,13 @@ impl Ca {
 
     /// The leaf certificate for `host` (a normalised name), minted once
     /// and again when it is half its lifetime old.
-    pub fn leaf(&self, host: &str) -> Result<Arc<CertifiedKey>, CaError> {
+    pub(crate) fn leaf(&self, host: &str) -> Result<Arc<CertifiedKey>, CaError> {
         self.leaf_in(&self.cache, LEAF_CACHE, host)
     }
 
     /// The leaf sluice shows when it answers a refused CONNECT inside TLS,
     /// from a small cache of its own.
-    pub fn refusal_leaf(&self, host: &str) -> Result<Arc<CertifiedKey>, CaError> {
+    pub(crate) fn refusal_leaf(&self, host: &str) -> Result<Arc<CertifiedKey>, CaError> {
         self.leaf_in(&self.refusal_cache, REFUSAL_CACHE, host)
     }
 
@@ -237,7 +242,11 @@ impl Ca {
         cap: usize,
         host: &str,
     ) -> Result<Arc<CertifiedKey>, CaError> {
-        let lock = || leaves.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = || {
+            leaves
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
         let now = (self.clock)();
         if let Some((c, minted)) = lock().get(host) {
             if now - *minted < LEAF_REMINT_AFTER {

@@ -6,8 +6,8 @@
 //! `upstream`) or decide whether a tunnel is intercepted (that is
 //! `policy::intercepts`).
 
-pub mod bundle;
-pub mod ca;
+pub(crate) mod bundle;
+pub(crate) mod ca;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,11 +15,11 @@ use std::sync::Arc;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 use crate::config::{Intercept, Snapshot};
-pub use ca::{Ca, CaError};
+pub(crate) use ca::{Ca, CaError};
 
 /// Why the TLS settings could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     #[error("upstream.extra_roots {0}: {1}")]
     ExtraRoots(PathBuf, String),
     #[error("cannot set up the interception CA: {0}")]
@@ -30,18 +30,17 @@ pub enum TlsError {
 
 /// TLS settings shared by every connection.
 #[derive(Clone)]
-pub struct Tls {
+pub(crate) struct Tls {
     /// The `extra_roots` the client config was built with (reload compares).
-    pub extra_roots: Vec<std::path::PathBuf>,
-    pub provider: Arc<rustls::crypto::CryptoProvider>,
+    pub(crate) extra_roots: Vec<std::path::PathBuf>,
     /// Upstream side: Mozilla roots, the system store and `extra_roots`.
-    pub client: Arc<ClientConfig>,
+    pub(crate) client: Arc<ClientConfig>,
     /// Client side, when some task intercepts: leaves minted by the CA.
-    pub server: Option<Arc<ServerConfig>>,
+    pub(crate) server: Option<Arc<ServerConfig>>,
     /// Client side, for a refused CONNECT of a task that intercepts:
     /// HTTP/1.1 only, leaves from the CA's small refusal cache.
-    pub refusals: Option<Arc<ServerConfig>>,
-    pub ca: Option<Arc<Ca>>,
+    pub(crate) refusals: Option<Arc<ServerConfig>>,
+    pub(crate) ca: Option<Arc<Ca>>,
 }
 
 /// The leaf for a refused CONNECT's SNI (see `intercept::refused`).
@@ -82,7 +81,7 @@ impl rustls::server::ResolvesServerCert for LeafResolver {
 impl Tls {
     /// Builds the TLS settings; `ca` is the loaded CA when a task
     /// intercepts.
-    pub fn new(snapshot: &Snapshot, ca: Option<Ca>) -> Result<Tls, TlsError> {
+    pub(crate) fn new(snapshot: &Snapshot, ca: Option<Ca>) -> Result<Tls, TlsError> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let mut roots = RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -93,7 +92,7 @@ impl Tls {
         for path in &snapshot.extra_roots {
             use rustls::pki_types::pem::PemObject;
             let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .and_then(std::iter::Iterator::collect::<Result<Vec<_>, _>>)
                 .map_err(|e| TlsError::ExtraRoots(path.clone(), e.to_string()))?;
             if certs.is_empty() {
                 return Err(TlsError::ExtraRoots(
@@ -132,7 +131,6 @@ impl Tls {
         };
         Ok(Tls {
             extra_roots: snapshot.extra_roots.clone(),
-            provider,
             client: Arc::new(client),
             server,
             refusals,
@@ -143,7 +141,7 @@ impl Tls {
 
 /// Loads (or on first use creates) the CA when a task intercepts, and
 /// builds the TLS settings. `current` is reused when nothing changed.
-pub fn for_snapshot(snapshot: &Snapshot, current: Option<&Tls>) -> Result<Tls, TlsError> {
+pub(crate) fn for_snapshot(snapshot: &Snapshot, current: Option<&Tls>) -> Result<Tls, TlsError> {
     let intercepting = snapshot.tasks.iter().any(|t| t.intercept == Intercept::All);
     if let Some(cur) = current {
         if cur.extra_roots == snapshot.extra_roots && (cur.ca.is_some() || !intercepting) {

@@ -13,13 +13,13 @@ use tokio::net::TcpStream;
 use super::{HeadGuard, Rewind};
 
 /// Any byte stream a listener accepts.
-pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + std::any::Any {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin + std::any::Any {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// The client side of a CONNECT tunnel: the plain TCP socket when hyper
 /// can hand it back whole (so an opaque relay can splice it), otherwise the
 /// upgraded connection.
-pub enum ClientIo {
+pub(crate) enum ClientIo {
     Tcp(TcpStream),
     Upgraded(hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>),
     /// Another socket kind, after the bytes hyper had already read.
@@ -27,7 +27,7 @@ pub enum ClientIo {
 }
 
 impl ClientIo {
-    pub fn from_upgraded(upgraded: hyper::upgrade::Upgraded) -> ClientIo {
+    pub(crate) fn from_upgraded(upgraded: hyper::upgrade::Upgraded) -> ClientIo {
         use hyper_util::rt::TokioIo;
         type Guarded = HeadGuard<Box<dyn Io>>;
         match upgraded.downcast::<TokioIo<Guarded>>() {

@@ -21,7 +21,7 @@ use crate::policy::{Refusal, Rule};
 
 /// What the guard and the connection share.
 #[derive(Default)]
-pub struct GuardState {
+pub(crate) struct GuardState {
     /// Set when hyper parsed a first request: the guard steps aside.
     served: AtomicBool,
     /// The raw request line of an unparsable first request, once answered.
@@ -29,15 +29,15 @@ pub struct GuardState {
 }
 
 impl GuardState {
-    pub fn served(&self) {
+    pub(crate) fn served(&self) {
         self.served.store(true, Ordering::Relaxed);
     }
 
     /// The request line sluice refused, if it answered one.
-    pub fn refused(&self) -> Option<RawLine> {
+    pub(crate) fn refused(&self) -> Option<RawLine> {
         self.answered
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
     }
 }
@@ -47,14 +47,14 @@ const HEAD_KEPT: usize = 1024;
 
 /// A request line as received: escaped, each part cut to 256 bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RawLine {
-    pub method: String,
-    pub target: String,
-    pub refusal: Refusal,
+pub(crate) struct RawLine {
+    pub(crate) method: String,
+    pub(crate) target: String,
+    pub(crate) refusal: Refusal,
 }
 
 /// A client stream that answers an unparsable first request itself.
-pub struct HeadGuard<S> {
+pub(crate) struct HeadGuard<S> {
     inner: S,
     state: Arc<GuardState>,
     task: Arc<str>,
@@ -72,7 +72,7 @@ pub struct HeadGuard<S> {
 }
 
 impl<S> HeadGuard<S> {
-    pub fn new(inner: S, state: Arc<GuardState>, task: Arc<str>, limit: usize) -> Self {
+    pub(crate) fn new(inner: S, state: Arc<GuardState>, task: Arc<str>, limit: usize) -> Self {
         HeadGuard {
             inner,
             state,
@@ -88,13 +88,13 @@ impl<S> HeadGuard<S> {
 
     /// The guard hands out `first` (already read from the stream) before
     /// reading the stream itself.
-    pub fn replaying(mut self, first: Vec<u8>) -> Self {
+    pub(crate) fn replaying(mut self, first: Vec<u8>) -> Self {
         self.replay = first;
         self
     }
 
     /// The stream, and the bytes of `replaying` not handed out yet.
-    pub fn into_parts(mut self) -> (S, Vec<u8>) {
+    pub(crate) fn into_parts(mut self) -> (S, Vec<u8>) {
         let left = self.replay.split_off(self.replayed);
         (self.inner, left)
     }
@@ -105,7 +105,7 @@ impl<S> HeadGuard<S> {
 }
 
 /// Splits the first line of `head` into an escaped method and target.
-pub fn request_line(head: &[u8], too_large: bool) -> RawLine {
+pub(crate) fn request_line(head: &[u8], too_large: bool) -> RawLine {
     let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
     let line = head[..line_end]
         .strip_suffix(b"\r")
@@ -200,7 +200,7 @@ impl<S: AsyncWrite + Unpin> HeadGuard<S> {
                 .state
                 .answered
                 .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(raw);
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(raw);
             self.reply = Some((bytes, 0));
         }
         if let Some((bytes, pos)) = &mut self.reply {

@@ -8,13 +8,13 @@
 //! it moves bytes between two streams someone else admitted.
 
 mod client;
-pub mod guard;
-pub mod opaque;
-pub mod rewind;
+pub(crate) mod guard;
+pub(crate) mod opaque;
+pub(crate) mod rewind;
 
-pub use client::{ClientIo, Io};
-pub use guard::{GuardState, HeadGuard, RawLine};
-pub use rewind::Rewind;
+pub(crate) use client::{ClientIo, Io};
+pub(crate) use guard::{GuardState, HeadGuard, RawLine};
+pub(crate) use rewind::Rewind;
 
 use std::io;
 use std::pin::Pin;
@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Wraps a stream and counts the bytes read from it, so a relay knows its
 /// volume and when it last moved.
-pub struct Counted<S> {
+pub(crate) struct Counted<S> {
     inner: S,
     read: Arc<AtomicU64>,
     /// Bytes written to it, where the caller wants them counted too.
@@ -36,7 +36,7 @@ pub struct Counted<S> {
 }
 
 impl<S> Counted<S> {
-    pub fn new(inner: S, read: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(inner: S, read: Arc<AtomicU64>) -> Self {
         Counted {
             inner,
             read,
@@ -45,7 +45,7 @@ impl<S> Counted<S> {
     }
 
     /// Counts both directions: reads into `read`, writes into `written`.
-    pub fn both(inner: S, read: Arc<AtomicU64>, written: Arc<AtomicU64>) -> Self {
+    pub(crate) fn both(inner: S, read: Arc<AtomicU64>, written: Arc<AtomicU64>) -> Self {
         Counted {
             inner,
             read,
@@ -54,7 +54,12 @@ impl<S> Counted<S> {
     }
 
     /// The stream and its counter.
-    pub fn into_parts(self) -> (S, Arc<AtomicU64>) {
+    /// The stream inside.
+    pub(crate) fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    pub(crate) fn into_parts(self) -> (S, Arc<AtomicU64>) {
         (self.inner, self.read)
     }
 }
@@ -137,7 +142,7 @@ fn give_back(buf: Box<[u8]>) {
 /// Looks at each chunk one direction of a relay read, before any of it
 /// is written on; `false` refuses the chunk: none of it is written and
 /// the relay ends ([`RelayEnd::Refused`]).
-pub type Inspect<'a> = &'a mut (dyn FnMut(&[u8]) -> bool + Send);
+pub(crate) type Inspect<'a> = &'a mut (dyn FnMut(&[u8]) -> bool + Send);
 
 /// Bytes an inspected direction looks at before it yields its task's
 /// turn (inspection is CPU work inside a poll, as a scanned body's is).
@@ -291,7 +296,7 @@ where
 
 /// Why a relay ended.
 #[derive(Debug, PartialEq, Eq)]
-pub enum RelayEnd {
+pub(crate) enum RelayEnd {
     /// Both sides closed (or one side failed).
     Closed,
     /// Nothing moved for the idle timeout.
@@ -305,22 +310,22 @@ pub enum RelayEnd {
 
 /// Byte counts of a relay, shared so they can be read while it runs.
 #[derive(Clone, Default)]
-pub struct RelayBytes {
+pub(crate) struct RelayBytes {
     /// Bytes from the client towards upstream.
-    pub up: Arc<AtomicU64>,
+    pub(crate) up: Arc<AtomicU64>,
     /// Bytes from upstream towards the client.
-    pub down: Arc<AtomicU64>,
+    pub(crate) down: Arc<AtomicU64>,
 }
 
 impl RelayBytes {
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.up.load(Ordering::Relaxed) + self.down.load(Ordering::Relaxed)
     }
 }
 
 /// Relays both ways until both sides close, the tunnel idles out or `cancel`
 /// fires. Half-closes are passed on.
-pub async fn relay<A, B>(
+pub(crate) async fn relay<A, B>(
     client: A,
     upstream: B,
     bytes: &RelayBytes,
@@ -346,7 +351,7 @@ where
 /// any of it is written to the client. A chunk it refuses is not written,
 /// and the relay ends at once ([`RelayEnd::Refused`]); both streams are
 /// dropped (closed) by the caller.
-pub async fn relay_inspected<A, B>(
+pub(crate) async fn relay_inspected<A, B>(
     client: A,
     upstream: B,
     bytes: &RelayBytes,
@@ -358,12 +363,14 @@ where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
+    #[allow(clippy::redundant_closure_for_method_calls)] // the method path is unreadable
+    let is_refused = |e: &std::io::Error| e.get_ref().is_some_and(|e| e.is::<Refused>());
     let mut client = Counted::new(client, bytes.up.clone());
     let mut upstream = Counted::new(upstream, bytes.down.clone());
     let copy = copy_both(&mut client, &mut upstream, Some(inspect));
     tokio::select! {
         r = copy => match r {
-            Err(e) if e.get_ref().is_some_and(|e| e.is::<Refused>()) => RelayEnd::Refused,
+            Err(e) if is_refused(&e) => RelayEnd::Refused,
             _ => RelayEnd::Closed,
         },
         _ = cancel.cancelled() => RelayEnd::Cancelled,
@@ -373,7 +380,7 @@ where
 
 /// Runs a relay's copying until it ends, nothing moves for `idle` (seen in
 /// `bytes`), or `cancel` fires.
-pub async fn watch<F: std::future::Future>(
+pub(crate) async fn watch<F: std::future::Future>(
     copy: F,
     bytes: &RelayBytes,
     idle: Duration,
@@ -388,7 +395,7 @@ pub async fn watch<F: std::future::Future>(
 
 /// Completes once no byte has moved (as counted in `bytes`) for `idle`.
 /// Wakes a few times per `idle`, not per byte.
-pub async fn quiet_for(bytes: &RelayBytes, idle: Duration) {
+pub(crate) async fn quiet_for(bytes: &RelayBytes, idle: Duration) {
     let tick = (idle / 4).max(Duration::from_millis(100));
     let mut seen = bytes.total();
     let mut quiet = Duration::ZERO;

@@ -12,9 +12,37 @@ use tokio_util::sync::CancellationToken;
 
 use super::{relay, watch, ClientIo, Counted, RelayBytes, RelayEnd};
 
+/// How an opaque tunnel's bytes went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RelayPath {
+    /// Both ends plain TCP: spliced in the kernel, never copied through
+    /// sluice.
+    Splice,
+    /// Through sluice's buffers (a client that is not a plain TCP socket).
+    Buffered,
+}
+
+impl RelayPath {
+    /// The metric label.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RelayPath::Splice => "splice",
+            RelayPath::Buffered => "buffered",
+        }
+    }
+}
+
+/// The path an opaque tunnel with this client stream takes.
+pub(crate) fn relay_path(client: &Counted<ClientIo>) -> RelayPath {
+    match client.get_ref() {
+        ClientIo::Tcp(_) => RelayPath::Splice,
+        _ => RelayPath::Buffered,
+    }
+}
+
 /// Relays an opaque tunnel: the peeked bytes first, then both ways, until
 /// close, idle, shutdown or revocation.
-pub async fn relay_opaque(
+pub(crate) async fn relay_opaque(
     client: Counted<ClientIo>,
     mut upstream: TcpStream,
     first: Vec<u8>,

@@ -7,14 +7,14 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-pub struct Rewind<S> {
+pub(crate) struct Rewind<S> {
     prefix: Vec<u8>,
     pos: usize,
     inner: S,
 }
 
 impl<S> Rewind<S> {
-    pub fn new(prefix: Vec<u8>, inner: S) -> Self {
+    pub(crate) fn new(prefix: Vec<u8>, inner: S) -> Self {
         Rewind {
             prefix,
             pos: 0,

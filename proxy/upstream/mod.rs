@@ -8,7 +8,7 @@
 
 mod pool;
 
-pub use pool::{connect, Pool, PoolKey, Sender, Spare, UpBody};
+pub(crate) use pool::{connect, Pool, PoolKey, Sender, Spare, UpBody};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -24,7 +24,7 @@ use crate::tls::Tls;
 /// Why an upstream could not be reached or failed: each becomes an
 /// `upstream-failed` or `upstream-timeout` refusal with its sentence.
 #[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
+pub(crate) enum UpstreamError {
     #[error("cannot connect to {addr}: {source}")]
     Connect {
         addr: SocketAddr,
@@ -71,7 +71,7 @@ pub enum UpstreamError {
 
 impl UpstreamError {
     /// The rule of the refusal this error becomes.
-    pub fn rule(&self) -> Rule {
+    pub(crate) fn rule(&self) -> Rule {
         match self {
             UpstreamError::ConnectTimeout { .. }
             | UpstreamError::TlsTimeout { .. }
@@ -81,13 +81,13 @@ impl UpstreamError {
     }
 
     /// The refusal the client gets.
-    pub fn refusal(&self) -> Refusal {
+    pub(crate) fn refusal(&self) -> Refusal {
         Refusal::new(self.rule(), self.to_string())
     }
 }
 
 /// Connects to the first of `addrs` that answers, within `timeout` overall.
-pub async fn dial(
+pub(crate) async fn dial(
     _permit: &Permit,
     addrs: &[CheckedAddr],
     timeout: Duration,
@@ -121,7 +121,7 @@ pub async fn dial(
 }
 
 /// Opens verified TLS to an upstream for `name`.
-pub async fn tls_connect(
+pub(crate) async fn tls_connect(
     tls: &Tls,
     name: &str,
     stream: TcpStream,

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -26,7 +27,7 @@ use crate::policy::{CheckedAddr, Permit};
 use crate::tls::Tls;
 
 /// The body type sent upstream.
-pub type UpBody = http_body_util::combinators::BoxBody<Bytes, crate::respond::BodyError>;
+pub(crate) type UpBody = http_body_util::combinators::BoxBody<Bytes, crate::respond::BodyError>;
 
 /// How long an idle upstream connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(60);
@@ -35,12 +36,12 @@ const POOL_PER_ADDR: usize = 32;
 
 /// Where a pooled connection goes: the checked address, and for HTTPS the
 /// name its certificate was verified for.
-pub type PoolKey = (SocketAddr, Option<Arc<str>>);
+pub(crate) type PoolKey = (SocketAddr, Option<Arc<str>>);
 
 /// Idle upstream connections of one task, keyed by checked address (and
 /// TLS name).
 #[derive(Default)]
-pub struct Pool {
+pub(crate) struct Pool {
     idle: Mutex<HashMap<PoolKey, Vec<IdleConn>>>,
 }
 
@@ -48,7 +49,7 @@ pub struct Pool {
 type IdleConn = (Sender, Instant);
 
 /// An upstream HTTP/1.1 or HTTP/2 connection.
-pub enum Sender {
+pub(crate) enum Sender {
     H1(SendRequest<UpBody>),
     H2(hyper::client::conn::http2::SendRequest<UpBody>),
 }
@@ -72,11 +73,11 @@ impl Sender {
             Sender::H2(s) => s.ready().await,
         }
     }
-    pub fn is_h2(&self) -> bool {
+    pub(crate) fn is_h2(&self) -> bool {
         matches!(self, Sender::H2(_))
     }
     /// Sends; a request that was never started comes back in `Err(Ok(req))`.
-    pub async fn try_send(
+    pub(crate) async fn try_send(
         &mut self,
         req: Request<UpBody>,
     ) -> Result<Response<Incoming>, Result<Request<UpBody>, hyper::Error>> {
@@ -93,13 +94,16 @@ impl Sender {
 
 impl Pool {
     /// An idle, ready connection to one of `addrs`, if there is one.
-    pub fn take(
+    pub(crate) fn take(
         &self,
         addrs: &[CheckedAddr],
         tls: &Option<Arc<str>>,
     ) -> Option<(Sender, CheckedAddr)> {
         // A std Mutex: held only for a map lookup, never across an await.
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for a in addrs {
             if let Some(list) = idle.get_mut(&(a.addr(), tls.clone())) {
                 while let Some((sender, since)) = list.pop() {
@@ -113,35 +117,44 @@ impl Pool {
     }
 
     /// Drops every idle connection (a reload may no longer allow them).
-    pub fn clear(&self) {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    pub(crate) fn clear(&self) {
+        self.idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
     }
 
     /// Returns a connection once it is ready for another request.
-    pub fn put(self: &Arc<Self>, key: PoolKey, mut sender: Sender) {
+    pub(crate) fn put(self: &Arc<Self>, key: PoolKey, mut sender: Sender) {
         let pool = self.clone();
-        tokio::spawn(async move {
-            let ready = tokio::time::timeout(Duration::from_secs(5), sender.ready()).await;
-            if !matches!(ready, Ok(Ok(()))) {
-                return;
+        tokio::spawn(
+            async move {
+                let ready = tokio::time::timeout(Duration::from_secs(5), sender.ready()).await;
+                if !matches!(ready, Ok(Ok(()))) {
+                    return;
+                }
+                let mut idle = pool
+                    .idle
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let list = idle.entry(key).or_default();
+                list.retain(|(s, t)| !s.is_closed() && t.elapsed() < POOL_IDLE);
+                if list.len() < POOL_PER_ADDR {
+                    list.push((sender, Instant::now()));
+                }
             }
-            let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-            let list = idle.entry(key).or_default();
-            list.retain(|(s, t)| !s.is_closed() && t.elapsed() < POOL_IDLE);
-            if list.len() < POOL_PER_ADDR {
-                list.push((sender, Instant::now()));
-            }
-        });
+            .in_current_span(),
+        );
     }
 }
 
 /// A TCP connection dialled for a CONNECT before it was answered, kept for
 /// the tunnel's first intercepted request.
-pub type Spare = std::sync::Mutex<Option<(TcpStream, CheckedAddr)>>;
+pub(crate) type Spare = std::sync::Mutex<Option<(TcpStream, CheckedAddr)>>;
 
 /// Dials a fresh upstream connection: TCP, then TLS (verified for `tls`)
 /// when the origin is HTTPS, then HTTP/2 or HTTP/1.1 as ALPN says.
-pub async fn connect(
+pub(crate) async fn connect(
     tls_settings: &Tls,
     permit: &Permit,
     addrs: &[CheckedAddr],
@@ -150,7 +163,7 @@ pub async fn connect(
     spare: Option<&Spare>,
 ) -> Result<(Sender, CheckedAddr), UpstreamError> {
     let reused = spare.and_then(|s| {
-        let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = s.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match s.take() {
             Some((stream, addr)) if addrs.contains(&addr) => Some((stream, addr)),
             _ => None,
@@ -170,11 +183,14 @@ pub async fn connect(
             .handshake(TokioIo::new(stream))
             .await
             .map_err(handshake_err)?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.with_upgrades().await {
-                tracing::debug!(error = %e, "upstream connection ended with an error");
+        tokio::spawn(
+            async move {
+                if let Err(e) = conn.with_upgrades().await {
+                    tracing::debug!(error = %e, "upstream connection ended with an error");
+                }
             }
-        });
+            .in_current_span(),
+        );
         return Ok((Sender::H1(sender), addr));
     };
     let tls_stream = tls_connect(tls_settings, name, stream, timeout).await?;
@@ -187,11 +203,14 @@ pub async fn connect(
                 .handshake(io)
                 .await
                 .map_err(handshake_err)?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "upstream h2 connection ended with an error");
+        tokio::spawn(
+            async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!(error = %e, "upstream h2 connection ended with an error");
+                }
             }
-        });
+            .in_current_span(),
+        );
         Ok((Sender::H2(sender), addr))
     } else {
         let (sender, conn) = hyper::client::conn::http1::Builder::new()
@@ -199,11 +218,14 @@ pub async fn connect(
             .handshake(io)
             .await
             .map_err(handshake_err)?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.with_upgrades().await {
-                tracing::debug!(error = %e, "upstream connection ended with an error");
+        tokio::spawn(
+            async move {
+                if let Err(e) = conn.with_upgrades().await {
+                    tracing::debug!(error = %e, "upstream connection ended with an error");
+                }
             }
-        });
+            .in_current_span(),
+        );
         Ok((Sender::H1(sender), addr))
     }
 }

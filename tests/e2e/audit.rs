@@ -36,6 +36,48 @@ fn a_refused_row_carries_the_sentence_the_client_got() {
     assert!(ok["reason"].is_null());
 }
 
+/// One id a connection: the `conn` of its rows is the `conn` of the
+/// tracing span its log lines are written in.
+#[test]
+fn a_rows_conn_is_its_connection_spans_id() {
+    let up = Upstream::start();
+    let p = up.port();
+    let (_dns, s) = pkgs_sluice(&up, "", "");
+    // A few connections first, so the ids are not equal by luck.
+    for _ in 0..3 {
+        assert_eq!(get(&s, &format!("http://pkgs.example.com:{p}/x")), 200);
+    }
+    for host in ["first.example.com", "second.example.com"] {
+        let a = via(&s, &format!("http://{host}:{p}/x"), &[]);
+        assert_refused(&a, 403, "not-allowed");
+    }
+    let span_conn = |line: &str| -> u64 {
+        let i = line
+            .find("conn{conn=")
+            .unwrap_or_else(|| panic!("no span in {line}"));
+        let digits: String = line[i + 10..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    };
+    let mut ids = Vec::new();
+    for host in ["first.example.com", "second.example.com"] {
+        let row = last_row_for(&s, "t", host);
+        let line = s.wait_line(|l| l.contains("refused:") && l.contains(host));
+        assert!(line.contains("task=t"), "the span names the task: {line}");
+        let id = span_conn(&line);
+        assert_eq!(row["conn"].as_u64(), Some(id), "{line}\n{row}");
+        ids.push(id);
+    }
+    assert_ne!(ids[0], ids[1], "each connection its own id");
+    assert_eq!(
+        up.request_count(),
+        3,
+        "the refused requests reached nothing"
+    );
+}
+
 #[test]
 fn rows_on_stdout_and_logs_as_json_for_container_log_collectors() {
     let up = Upstream::start();
@@ -377,7 +419,7 @@ fn ask_mode_holds_a_request_until_a_person_answers() {
     assert_eq!(grants.len(), 1, "{grants:#?}");
     assert_eq!(
         (grants[0]["host"].as_str(), grants[0]["port"].as_u64()),
-        (Some("other.example.com"), Some(p as u64))
+        (Some("other.example.com"), Some(u64::from(p)))
     );
     assert_eq!(grants[0]["asked_by"], format!("other.example.com:{p}"));
     // Refused by a person.

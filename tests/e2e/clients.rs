@@ -48,7 +48,7 @@ fn registry(files: Vec<(String, Vec<u8>)>, task_extra: &str) -> Registry {
                 Some(b) => Response::new(Full::new(Bytes::from(
                     String::from_utf8(b.clone())
                         .map(|t| t.replace("{PORT}", &p).into_bytes())
-                        .unwrap_or_else(|e| e.into_bytes()),
+                        .unwrap_or_else(std::string::FromUtf8Error::into_bytes),
                 ))),
                 None => {
                     let mut r = Response::new(Full::new(Bytes::from_static(b"not here\n")));

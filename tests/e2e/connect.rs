@@ -214,3 +214,38 @@ fn python_shows_why_a_connect_was_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// An opaque tunnel between two plain TCP sockets is spliced in the
+/// kernel: the bytes never enter sluice. The metric says which path each
+/// opaque tunnel took, so a wrapper around the client stream that loses
+/// the splice path fails here.
+#[test]
+fn an_opaque_tunnel_between_tcp_sockets_is_spliced() {
+    let up = Upstream::start();
+    let p = up.port();
+    let dns = FakeDns::start();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .task_extra("intercept = \"none\"")
+        .admin()
+        .start();
+    let spliced = r#"sluice_opaque_relays_total{path="splice"}"#;
+    let buffered = r#"sluice_opaque_relays_total{path="buffered"}"#;
+    assert_eq!(s.metric(spliced), 0);
+    let mut c = tunnel(&s, &format!("pkgs.example.com:{p}"));
+    // Neither TLS nor HTTP: relayed as it is. The upstream (an HTTP
+    // server) answers the garbage with 400 through the relay.
+    c.write_all(b"SSH-2.0-OpenSSH_9.6\r\n\r\n").unwrap();
+    let back = drain(&mut c);
+    assert!(
+        back.starts_with(b"HTTP/1.1 400"),
+        "the upstream's answer came back: {:?}",
+        String::from_utf8_lossy(&back)
+    );
+    drop(c);
+    let row = row_where(&s, "t", "pkgs.example.com", |r| r["kind"] == "connect");
+    assert_eq!(row["decision"], "allow");
+    assert_eq!(row["bytes_down"].as_u64(), Some(back.len() as u64));
+    assert_eq!(s.metric(spliced), 1, "the tunnel was spliced");
+    assert_eq!(s.metric(buffered), 0);
+}

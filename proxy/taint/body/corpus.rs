@@ -109,7 +109,7 @@ fn encoded_fragment(label: &str) -> bool {
 /// the list's private section (`httpbin.org`, `github.io`) is itself a
 /// registered name, so it has its label.
 fn valid(name: &str) -> bool {
-    let Some(suffix) = psl::suffix(name.as_bytes()).filter(|s| s.is_known()) else {
+    let Some(suffix) = psl::suffix(name.as_bytes()).filter(psl::Suffix::is_known) else {
         return false;
     };
     name.contains('.')

@@ -11,19 +11,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Window memory all responses of one task may hold at once.
-pub const TASK_CAP: u64 = 64 << 20;
+pub(crate) const TASK_CAP: u64 = 64 << 20;
 /// Window memory all responses of the process may hold at once.
-pub const TOTAL_CAP: u64 = 256 << 20;
+pub(crate) const TOTAL_CAP: u64 = 256 << 20;
 
 /// A cap on memory, and how much of it is held.
 #[derive(Debug)]
-pub struct Pool {
+pub(crate) struct Pool {
     cap: u64,
     used: AtomicU64,
 }
 
 impl Pool {
-    pub fn new(cap: u64) -> Arc<Pool> {
+    pub(crate) fn new(cap: u64) -> Arc<Pool> {
         Arc::new(Pool {
             cap,
             used: AtomicU64::new(0),
@@ -31,7 +31,8 @@ impl Pool {
     }
 
     /// Bytes held now.
-    pub fn used(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
     }
 
@@ -51,9 +52,9 @@ impl Pool {
 /// The pools a response's decoders draw from: its task's and the
 /// process's.
 #[derive(Clone, Debug)]
-pub struct Memory {
-    pub task: Arc<Pool>,
-    pub total: Arc<Pool>,
+pub(crate) struct Memory {
+    pub(crate) task: Arc<Pool>,
+    pub(crate) total: Arc<Pool>,
 }
 
 /// What one decoder holds of [`Memory`]; given back on drop.

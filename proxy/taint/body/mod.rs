@@ -58,7 +58,7 @@ mod codec;
 mod coding;
 mod flate;
 mod member;
-pub mod memory;
+pub(crate) mod memory;
 mod skipped;
 mod tar;
 mod text;
@@ -78,30 +78,30 @@ pub use archive::starts_binary;
 use archive::Content;
 use codec::{Broke, Layer, LayerError};
 use coding::Coding;
-pub use skipped::Skipped;
+pub(crate) use skipped::Skipped;
 
 /// Content-Encoding layers undone at most (curl stops at five too).
-pub const MAX_CODINGS: usize = 5;
+pub(crate) const MAX_CODINGS: usize = 5;
 
 /// Archives opened inside one another at most (a `.tgz` is two: gzip, then
 /// tar; a `.tgz` inside a `.tgz` is four).
-pub const MAX_ARCHIVE_DEPTH: u8 = 4;
+pub(crate) const MAX_ARCHIVE_DEPTH: u8 = 4;
 
 /// log2 of the window memory all zstd and brotli layers of one response
 /// share: 16 MiB, brotli's largest standard window (lgwin 24) and the
 /// zstd window curl's decoder takes.
-pub const WINDOW_BUDGET_LOG: u32 = 24;
+pub(crate) const WINDOW_BUDGET_LOG: u32 = 24;
 
 /// Decoded bytes scanned at most per byte of `max_scan_bytes`: the limit
 /// counts the body as it arrives, and a body that decodes to more than
 /// this many times the limit (a decompression bomb) is cut.
-pub const DECODED_PER_WIRE: u64 = 16;
+pub(crate) const DECODED_PER_WIRE: u64 = 16;
 
 /// Which text encoding the scanner reads (from the Content-Type charset).
-pub use super::scan::Charset;
+pub(crate) use super::scan::Charset;
 
 /// The multi-tenant hosts whose paths the scanner reads.
-pub type OwnerHosts = Option<Arc<[Box<str>]>>;
+pub(crate) type OwnerHosts = Option<Arc<[Box<str>]>>;
 
 /// A scanner for a new text stream (see [`Charset`]).
 fn scanner_for(charset: Charset, owners: &OwnerHosts) -> Scanner {
@@ -115,10 +115,10 @@ fn scanner_for(charset: Charset, owners: &OwnerHosts) -> Scanner {
 #[derive(Debug, Default)]
 pub struct Fed {
     pub names: Vec<Named>,
-    pub pending: Vec<Named>,
+    pub(crate) pending: Vec<Named>,
     /// The body cannot be scanned as a client would read it: it must be
     /// cut before this chunk reaches the client (fail closed).
-    pub cut: Option<Skipped>,
+    pub(crate) cut: Option<Skipped>,
 }
 
 /// Reaching the scan limit: every stage stops.
@@ -250,7 +250,7 @@ impl BodyScanner {
 
     /// [`BodyScanner::for_response`] that also reads the path after the
     /// multi-tenant hosts `owners` (`Named::path`).
-    pub fn reading_owners(
+    pub(crate) fn reading_owners(
         encodings: &[&[u8]],
         content_type: Option<&[u8]>,
         limit: u64,
@@ -298,7 +298,7 @@ impl BodyScanner {
 
     /// Reads the body as HTML renders it too (a browser sniffs a response
     /// that has no Content-Type, and may find HTML).
-    pub fn also_html(mut self) -> BodyScanner {
+    pub(crate) fn also_html(mut self) -> BodyScanner {
         let codings = self.codings.clone();
         if !self
             .alts
@@ -313,7 +313,7 @@ impl BodyScanner {
     /// Reads the body with quoted-printable undone too (a
     /// `Content-Transfer-Encoding: quoted-printable` response, or a mail
     /// message), and its HTML as rendered.
-    pub fn also_quoted_printable(mut self) -> BodyScanner {
+    pub(crate) fn also_quoted_printable(mut self) -> BodyScanner {
         let codings = self.codings.clone();
         if !self
             .alts
@@ -372,7 +372,7 @@ impl BodyScanner {
 
     /// Draws the zstd and brotli windows from `memory` (its task's and the
     /// process's pools); a window they cannot grant cuts the response.
-    pub fn with_memory(mut self, memory: memory::Memory) -> BodyScanner {
+    pub(crate) fn with_memory(mut self, memory: memory::Memory) -> BodyScanner {
         self.sink.memory = Some(memory.clone());
         for layer in &mut self.layers {
             layer.draw_from(&memory);
@@ -449,7 +449,7 @@ impl BodyScanner {
 
     /// Has the limit been reached (nothing more is scanned)? A caller that
     /// must not relay unscanned bytes (an upgraded connection) stops there.
-    pub fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.stopped
     }
 
@@ -520,7 +520,7 @@ fn parse_codings(values: &[&[u8]], sink: &mut Sink) -> Vec<Coding> {
     let listed: Vec<&[u8]> = values
         .iter()
         .flat_map(|v| v.split(|&b| b == b','))
-        .map(|c| c.trim_ascii())
+        .map(<[u8]>::trim_ascii)
         .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"identity"))
         .collect();
     // Walk from the outermost in: an unknown coding ends what can be

@@ -81,7 +81,7 @@ pub enum Skipped {
 impl Skipped {
     /// Must the response be cut rather than relayed (a client would read
     /// what sluice could not)?
-    pub fn fails_closed(&self) -> bool {
+    pub(crate) fn fails_closed(&self) -> bool {
         matches!(
             self,
             Skipped::Expanded(_)

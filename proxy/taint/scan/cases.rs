@@ -12,7 +12,7 @@ pub(super) type Cases = &'static [(&'static str, &'static str, &'static [&'stati
 /// as a whole (fast paths on) and byte by byte through the state machine.
 pub(super) fn table(cases: Cases) {
     for (what, input, want) in cases {
-        let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        let want: Vec<String> = want.iter().map(std::string::ToString::to_string).collect();
         assert_eq!(scan_all(input.as_bytes()), want, "case {what:?}: {input:?}");
         assert_eq!(
             slow_hosts(input.as_bytes()),

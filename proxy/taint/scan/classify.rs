@@ -18,11 +18,11 @@ pub(super) const WIDTH: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Masks {
     /// ASCII letters, digits, `-`, `.` and `_`.
-    pub host: u64,
+    pub(crate) host: u64,
     /// `.`
-    pub dot: u64,
+    pub(crate) dot: u64,
     /// `%`, `\`, `&`, bytes ≥ 0x80, and a `/` whose next byte is `/`.
-    pub stop: u64,
+    pub(crate) stop: u64,
 }
 
 /// Classifies `w[..64]`; `w[64]` only tells whether a `/` in the last

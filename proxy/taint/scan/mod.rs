@@ -118,7 +118,8 @@ mod properties;
 #[cfg(test)]
 mod tests;
 
-pub use crate::policy::names::{Named, Seen};
+pub use crate::policy::names::Named;
+pub(crate) use crate::policy::names::Seen;
 pub use utf16::Charset;
 
 use chars::Utf8;
@@ -211,7 +212,7 @@ impl Default for Scanner {
 }
 
 impl Scanner {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -243,7 +244,7 @@ impl Scanner {
 
     /// The text is the printable strings of binary content (an
     /// executable, an image, a font): bare names are [`Seen::Weak`].
-    pub fn urls_only(mut self, on: bool) -> Self {
+    pub(crate) fn urls_only(mut self, on: bool) -> Self {
         self.urls_only = on;
         self
     }
@@ -593,7 +594,7 @@ pub fn scan_all(bytes: &[u8]) -> Vec<String> {
 
 /// Scans a whole buffer (headers, tests), reading the path after
 /// `owners`: each name found with how it was written, sorted, once.
-pub fn scan_names(bytes: &[u8], owners: Option<Arc<[Box<str>]>>) -> Vec<Named> {
+pub(crate) fn scan_names(bytes: &[u8], owners: Option<Arc<[Box<str>]>>) -> Vec<Named> {
     let mut s = Scanner::new().with_owner_hosts(owners);
     let mut out = Vec::new();
     s.feed(bytes, &mut |h| out.push(h));

@@ -421,7 +421,7 @@ fn long_tokens() {
         ("//".to_string() + &r("请", 400) + PASTE, &[PASTE]),
     ];
     for (body, want) in cases {
-        let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        let want: Vec<String> = want.iter().map(std::string::ToString::to_string).collect();
         assert_eq!(scan_all(body.as_bytes()), want, "{:.60}…", body);
         assert_eq!(slow_hosts(body.as_bytes()), want, "stepped: {:.60}…", body);
         let b = body.as_bytes();

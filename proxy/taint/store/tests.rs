@@ -5,7 +5,10 @@ use std::collections::HashSet;
 fn settings(max: usize, exempt: &[&str]) -> TaintSettings {
     TaintSettings {
         mode: TaintMode::Enforce,
-        exempt: exempt.iter().map(|s| s.to_string()).collect::<HashSet<_>>(),
+        exempt: exempt
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect::<HashSet<_>>(),
         max_hosts: max,
         max_scan_bytes: 1 << 20,
         self_taint: crate::config::SelfTaint::Exclude,
@@ -171,7 +174,7 @@ async fn untaint_removes_with_a_line_and_a_restart_replays_it() {
     assert_eq!(&*p.source, "https://docs.example.com/readme");
     assert_eq!(store.state("github.com", None, &s), TaintState::Clean);
     assert!(store.untaint("paste.example.com", "test", &log).is_some());
-    assert!(store.is_empty());
+    assert_eq!(store.len(), 0);
     // Tainted again later, by another page: a new line, a new taint.
     let src2: Arc<str> = "https://other.example.com/".into();
     assert_eq!(

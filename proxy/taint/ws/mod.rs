@@ -57,7 +57,7 @@ use frame::{FrameReader, Frames, Head};
 /// Why an upgraded connection's upstream bytes cannot be scanned: the
 /// relay closes rather than pass them unscanned.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Unscannable {
+pub(crate) enum Unscannable {
     #[error("a WebSocket frame with the reserved opcode {0:#x}")]
     Opcode(u8),
     #[error("a WebSocket frame (opcode {opcode:#x}) with RSV bits {bits:#05b} that no extension agreed to")]
@@ -84,7 +84,7 @@ pub enum Unscannable {
 }
 
 /// Scans the upstream→client bytes of one upgraded connection.
-pub struct UpgradeScanner {
+pub(crate) struct UpgradeScanner {
     kind: Kind,
 }
 
@@ -103,7 +103,7 @@ struct WebSocket {
 impl UpgradeScanner {
     /// For a WebSocket whose 101 carried these `Sec-WebSocket-Extensions`
     /// values. `limit` is `max_scan_bytes` (per message).
-    pub fn websocket(
+    pub(crate) fn websocket(
         extensions: &[&[u8]],
         limit: u64,
         owners: OwnerHosts,
@@ -129,7 +129,7 @@ impl UpgradeScanner {
 
     /// For any other upgraded protocol. `limit` is `max_scan_bytes` (per
     /// connection).
-    pub fn raw(limit: u64, owners: OwnerHosts) -> UpgradeScanner {
+    pub(crate) fn raw(limit: u64, owners: OwnerHosts) -> UpgradeScanner {
         UpgradeScanner {
             kind: Kind::Raw(
                 Box::new(BodyScanner::reading_owners(&[], None, limit, owners)),
@@ -142,7 +142,7 @@ impl UpgradeScanner {
     /// the names it completed, and those in progress at its end (held
     /// until the next chunk). An error means the chunk must not be
     /// relayed.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Fed, Unscannable> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Fed, Unscannable> {
         match &mut self.kind {
             Kind::WebSocket(ws) => {
                 ws.reader.push(chunk, &mut ws.messages)?;
@@ -165,7 +165,7 @@ impl UpgradeScanner {
 
     /// The connection ended: the names of a message (or stream) cut off
     /// in the middle.
-    pub fn finish(&mut self) -> Vec<Named> {
+    pub(crate) fn finish(&mut self) -> Vec<Named> {
         match &mut self.kind {
             Kind::WebSocket(ws) => {
                 let m = &mut ws.messages;

@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -184,7 +183,14 @@ pub fn drain(c: &mut TcpStream) -> Vec<u8> {
 /// `npm install SPEC` in `dir` through `proxy` against a loopback registry
 /// at `registry` (its own cache in `cache`, no proxy variables from the
 /// environment). Panics if npm is missing: `.ci/run` installs it.
-pub fn npm_install(dir: &Path, spec: &str, registry: &str, proxy: &str, cache: &Path) -> Output {
+#[cfg(feature = "system-tests")]
+pub fn npm_install(
+    dir: &std::path::Path,
+    spec: &str,
+    registry: &str,
+    proxy: &str,
+    cache: &std::path::Path,
+) -> Output {
     without_proxy_env(&mut Command::new("npm"))
         .args([
             "install",

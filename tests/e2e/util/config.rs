@@ -77,7 +77,7 @@ impl SluiceBuilder {
     /// Replaces task `t`'s `allow_private` (default `127.0.0.0/8`; empty
     /// leaves the key out, so loopback answers are refused).
     pub fn allow_private(mut self, cidrs: &[&str]) -> Self {
-        self.allow_private = cidrs.iter().map(|c| c.to_string()).collect();
+        self.allow_private = cidrs.iter().map(std::string::ToString::to_string).collect();
         self
     }
 
@@ -92,7 +92,7 @@ impl SluiceBuilder {
     pub fn host(mut self, name: &str, addrs: &[&str]) -> Self {
         self.hosts.push((
             name.to_string(),
-            addrs.iter().map(|a| a.to_string()).collect(),
+            addrs.iter().map(std::string::ToString::to_string).collect(),
         ));
         self
     }
@@ -136,7 +136,12 @@ impl SluiceBuilder {
         let mut hosts = String::new();
         let pinned = HOSTS
             .iter()
-            .map(|(n, a)| (n.to_string(), a.iter().map(|a| a.to_string()).collect()))
+            .map(|(n, a)| {
+                (
+                    n.to_string(),
+                    a.iter().map(std::string::ToString::to_string).collect(),
+                )
+            })
             .chain(self.hosts.iter().cloned());
         for (name, addrs) in pinned {
             let addrs: Vec<String> = addrs;

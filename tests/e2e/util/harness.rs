@@ -331,7 +331,7 @@ fn count_listeners(config: &str) -> usize {
             tasks
                 .iter()
                 .filter_map(|t| t.get("listen").and_then(|l| l.as_array()))
-                .map(|l| l.len())
+                .map(std::vec::Vec::len)
                 .sum()
         })
         .unwrap_or(0)

@@ -34,8 +34,13 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// A server config for `names`, signed by `ca`, offering h2 and http/1.1.
 pub fn server_config(ca: &TestCa, names: &[&str]) -> Arc<rustls::ServerConfig> {
     let key = KeyPair::generate().unwrap();
-    let params =
-        CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let params = CertificateParams::new(
+        names
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
     let cert = params.signed_by(&key, &ca.issuer).unwrap();
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()

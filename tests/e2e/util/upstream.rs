@@ -97,7 +97,7 @@ impl Upstream {
                             let body = body
                                 .collect()
                                 .await
-                                .map(|b| b.to_bytes())
+                                .map(http_body_util::Collected::to_bytes)
                                 .unwrap_or_default();
                             let mut headers: HashMap<String, String> = parts
                                 .headers
@@ -112,7 +112,7 @@ impl Upstream {
                                 uri: parts
                                     .uri
                                     .path_and_query()
-                                    .map(|p| p.to_string())
+                                    .map(std::string::ToString::to_string)
                                     .unwrap_or_default(),
                                 version: parts.version,
                                 headers,
@@ -295,6 +295,7 @@ pub fn read_head(s: &mut TcpStream) -> Vec<u8> {
 }
 
 /// A file of `tests/fixtures/corpus`.
+#[cfg(feature = "system-tests")]
 pub fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

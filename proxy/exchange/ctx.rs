@@ -1,0 +1,148 @@
+//! The connection context: who is on the other end of a client
+//! connection ([`ConnCtx`]: task, client, id, its place under the cap),
+//! the connection ids, and the refusals and rechecks a connection asks
+//! for on its way.
+//!
+//! Owns: the context's lifetime (the cap's slot is freed when the last
+//! tunnel or relay born of the connection ends). Must not: parse, relay,
+//! or decide (every rule is `policy`'s).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Method, Response};
+
+use super::{write_row, Exchange};
+use crate::config::{Snapshot, TaskConfig};
+use crate::log::Kind;
+use crate::policy::{Refusal, Rule, Verdict};
+use crate::respond::{self, ProxyBody};
+use crate::state::{Shared, TaskRuntime};
+use crate::tunnel::RawLine;
+
+/// Who is on the other end of a connection.
+pub(crate) struct ConnCtx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) task: Arc<TaskRuntime>,
+    /// `ip:port`, `unix` or `vsock:CID`.
+    pub(crate) client: Arc<str>,
+    /// This client connection's id: the `conn` of every row it leads to
+    /// (a CONNECT row and the requests inside its tunnel share it).
+    pub(crate) id: u64,
+    /// The connection's place under `max_connections_per_task`. Every
+    /// tunnel, intercepted session and upgraded relay born of the
+    /// connection holds this context, so the slot is freed only when the
+    /// last of them ends (SPEC §9: caps hold for a connection's whole life).
+    #[allow(dead_code)] // held for its Drop: the slot is the point
+    pub(crate) slot: ConnSlot,
+}
+
+/// A held connection slot: the cap's permit and the active-connections
+/// gauge, both released when dropped.
+pub(crate) struct ConnSlot {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl ConnSlot {
+    pub(crate) fn new(
+        permit: tokio::sync::OwnedSemaphorePermit,
+        gauge: prometheus_client::metrics::gauge::Gauge,
+    ) -> ConnSlot {
+        gauge.inc();
+        ConnSlot {
+            _permit: permit,
+            gauge,
+        }
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// A new client connection id (1, 2, …; 0 is "no connection").
+pub(crate) fn next_conn_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl ConnCtx {
+    /// Writes the one access-log row of an exchange.
+    pub(crate) fn record(&self, ex: &Exchange, verdict: &Verdict, status: u16, bytes: (u64, u64)) {
+        write_row(
+            &self.shared,
+            &self.task,
+            &self.client,
+            ex,
+            verdict,
+            status,
+            bytes,
+        );
+    }
+
+    /// Logs a refusal and builds its response.
+    pub(crate) fn refuse(&self, ex: &Exchange, refusal: Refusal) -> Response<ProxyBody> {
+        let status = refusal.rule.status();
+        let what = if refusal.rule.is_failure() {
+            "could not reach"
+        } else {
+            "refused"
+        };
+        tracing::info!(
+            method = %ex.method, url = %ex.url,
+            rule = refusal.rule.as_str(), "{what}: {}", refusal.reason
+        );
+        let response = respond::refusal(&self.task.id, ex.method.as_str(), &ex.url, &refusal);
+        self.record(ex, &Verdict::Deny(refusal), status, (0, 0));
+        response
+    }
+
+    /// The task config this connection belongs to, in this snapshot.
+    pub(crate) fn task_config<'a>(&self, snap: &'a Snapshot) -> Option<&'a Arc<TaskConfig>> {
+        snap.task(&self.task.id)
+    }
+
+    /// Logs a request the HTTP parser rejected: the raw request line
+    /// sluice answered, or (on a kept-alive connection, where hyper
+    /// answered with a bare 400) what hyper said was wrong.
+    pub(crate) fn record_unparsable(&self, raw: Option<RawLine>, e: &hyper::Error) {
+        let raw = raw.unwrap_or_else(|| RawLine {
+            method: "-".into(),
+            target: "-".into(),
+            refusal: Refusal::new(
+                Rule::BadTarget,
+                format!("a later request on a kept-alive connection could not be parsed: {e}"),
+            ),
+        });
+        let ex = Exchange {
+            kind: Kind::Http,
+            method: Method::from_bytes(raw.method.as_bytes())
+                .or_else(|_| Method::from_bytes(b"-"))
+                .unwrap_or(Method::GET),
+            host: raw.target.clone(),
+            port: 0,
+            path: None,
+            url: raw.target.clone(),
+            body: false,
+            started: Instant::now(),
+            generation: self.shared.snapshot().generation,
+            note: None,
+            conn: self.id,
+            addr: None,
+        };
+        tracing::info!(target = %raw.target,
+            rule = "bad-target", "refused: {}", raw.refusal.reason);
+        self.record(&ex, &Verdict::Deny(raw.refusal), 400, (0, 0));
+    }
+}
+
+/// The task was removed from the config while its connection was open.
+pub(crate) fn task_gone() -> Refusal {
+    Refusal::new(
+        Rule::NotAllowed,
+        "the task this listener belonged to is no longer in the config",
+    )
+}
