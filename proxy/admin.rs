@@ -279,7 +279,7 @@ fn answer(shared: &Shared, id: &str, verb: &str, body: &str) -> Response<Body> {
     if answer == crate::ask::Answer::Deny {
         // Tunnels opened under a grant just withdrawn close now.
         rt.tunnels
-            .revoke_where(|h, p, _, _| h == host && ports.contains(&p));
+            .revoke_where(|s| s.target.host == target.host && ports.contains(&s.target.port));
     }
     let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
     tracing::info!(

@@ -241,9 +241,9 @@ fn refusal_tls(ctx: &ConnCtx, live: &Live, target: &Target) -> Option<Arc<rustls
         |h| task.passthrough.contains(h),
         target,
     );
-    let named = matches!(target.host, crate::policy::Host::Name(_));
-    (intercepts && named)
-        .then(|| tls.refusals.clone())
+    let name = target.host.as_name()?;
+    (intercepts && !policy::server_speaks_first(target.port))
+        .then(|| tls.refusal_for(name))
         .flatten()
 }
 
@@ -258,6 +258,9 @@ fn refuse_inside_tls(
 ) -> Response<ProxyBody> {
     let snap = &*live.config;
     ex.note = Some(crate::log::REFUSED_INSIDE_TLS);
+    // Nothing in the tunnel reaches anything: each request inside is
+    // answered with the refusal.
+    ex.body = false;
     // The row and the log line; the status-line answer is not sent.
     drop(ctx.refuse(&ex, refusal.clone()));
     let answer = crate::intercept::Refused {
@@ -268,8 +271,13 @@ fn refuse_inside_tls(
     };
     let limits = snap.limits.clone();
     let upgrade = hyper::upgrade::on(req);
+    // The answer holds the connection's context, and with it its slot
+    // under the task's cap, until it is sent: a refused tunnel counts like
+    // any other.
+    let held = ctx.clone();
     ctx.shared.tracker.spawn(
         async move {
+            let _held = held;
             if let Ok(upgraded) = upgrade.await {
                 answer
                     .answer(ClientIo::from_upgraded(upgraded), &limits)

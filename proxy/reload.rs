@@ -18,7 +18,7 @@ use crate::config::{self, ListenAddr, Snapshot};
 use crate::dns::Resolver;
 use crate::listener::{self, Bound};
 use crate::metrics::ResultLabels;
-use crate::policy::{self, target::parse_authority, OwnAddrs, TaintState};
+use crate::policy::{self, OwnAddrs, TaintState};
 use crate::state::{Live, Shared, TaskRuntime};
 
 /// Why a reload changed nothing.
@@ -300,7 +300,7 @@ fn swap_tasks(shared: &Shared, new: &Snapshot) -> (usize, usize) {
         .collect();
     for id in &gone {
         if let Some(rt) = tasks.remove(id) {
-            rt.tunnels.revoke_where(|_, _, _, _| true);
+            rt.tunnels.close_all();
         }
         shared.metrics.remove_task(id);
     }
@@ -354,23 +354,20 @@ fn own_addrs(shared: &Shared, closing: &[ListenAddr], fresh: &[(ListenAddr, Boun
 /// Closes the task's tunnels whose destination the new config refuses.
 fn revoke_disallowed(shared: &Shared, snap: &Snapshot, rt: &TaskRuntime) -> usize {
     let Some(task) = snap.task(&rt.id) else {
-        return rt.tunnels.revoke_where(|_, _, _, _| true);
+        return rt.tunnels.close_all();
     };
     let own = shared.live().own.clone();
-    rt.tunnels
-        .revoke_with_path(|host, port, addr, opaque, path| {
-            let Ok(target) = parse_authority(&format!("{host}:{port}"), None) else {
-                return true;
-            };
-            let taint = if opaque {
-                rt.taint.state(host, path, &task.taint)
-            } else {
-                TaintState::Clean
-            };
-            // The same decision a tunnel meets when it registers.
-            let rules = rt.asks.effective(&task.rules);
-            policy::decide_open(&rules, &target, addr, &own, &taint, opaque, &task.id).is_deny()
-        })
+    let rules = rt.asks.effective(&task.rules);
+    rt.tunnels.revoke_where(|s| {
+        let taint = if s.opaque {
+            rt.taint
+                .state(&s.target.host.taint_name(), s.path, &task.taint)
+        } else {
+            TaintState::Clean
+        };
+        // The same decision a tunnel meets when it registers.
+        policy::decide_open(&rules, s.target, s.addr, &own, &taint, s.opaque, &task.id).is_deny()
+    })
 }
 
 /// Watches the config file (and its folder, so editors that replace the

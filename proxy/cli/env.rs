@@ -58,7 +58,7 @@ fn ca_files(state_dir: &Path, task: &str) -> Result<(String, String), String> {
         return Err(format!(
             "task {task:?} intercepts TLS but there is no CA in {} yet: start sluice once, or run `sluice ca init --state {}`",
             state_dir.display(),
-            state_dir.display()
+            crate::shell::sh_quote(&state_dir.to_string_lossy())
         ));
     };
     let fresh = modified(&bundle).is_some_and(|b| b >= ca_time);

@@ -326,12 +326,16 @@ pub fn validate(
                 v.problems.push(Problem {
                     line: u.span.map(|s| v.line_of(s.start)),
                     key: task_key(&r, u.key),
-                    message: match u.nearest {
-                        Some(k) => format!(
+                    message: match (u.nearest, u.belongs_in) {
+                        (Some(k), _) => format!(
                             "unknown key; did you mean `{k}`? (the config reference, \
                              docs/src/config.md, lists every key)"
                         ),
-                        None => "unknown key (the config reference, docs/src/config.md, \
+                        (None, Some(table)) => format!(
+                            "unknown key here; it belongs in {table} (keys after a \
+                             [section] header belong to that section)"
+                        ),
+                        (None, None) => "unknown key (the config reference, docs/src/config.md, \
                                  lists every key)"
                             .into(),
                     },

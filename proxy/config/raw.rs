@@ -119,6 +119,9 @@ pub(crate) struct Unknown {
     pub(crate) span: Option<std::ops::Range<usize>>,
     /// The known key of the same table nearest to it, if one is near.
     pub(crate) nearest: Option<&'static str>,
+    /// The table this exact key belongs to, when it is another one (a key
+    /// written below `[task.taint]` lands in that table).
+    pub(crate) belongs_in: Option<&'static str>,
 }
 
 /// Every key each table knows, for "did you mean". A key missing here only
@@ -203,6 +206,28 @@ fn nearest(steps: &[Step]) -> Option<&'static str> {
         .map(|(_, k)| k)
 }
 
+/// Where the unknown key at `steps` is known, if in another table: as the
+/// config writes that table's header.
+fn belongs_in(steps: &[Step]) -> Option<&'static str> {
+    let Some(Step::Key(typed)) = steps.last() else {
+        return None;
+    };
+    let (table, _) = KNOWN
+        .iter()
+        .find(|(_, keys)| keys.contains(&typed.as_str()))?;
+    Some(match *table {
+        "" => "the top of the file (before any [section])",
+        "task" => "[[task]] (above its [task.taint])",
+        "task.taint" => "[task.taint]",
+        "admin" => "[admin]",
+        "resolver" => "[resolver]",
+        "upstream" => "[upstream]",
+        "limits" => "[limits]",
+        "logs" => "[logs]",
+        _ => return None,
+    })
+}
+
 /// One step of a path into the document.
 enum Step {
     Key(String),
@@ -222,6 +247,7 @@ pub(crate) fn parse(text: &str) -> Result<(RawConfig, Vec<Unknown>), toml::de::E
             key: render(&p),
             span: doc.as_ref().and_then(|d| span_of(d.get_ref(), &p)),
             nearest: nearest(&p),
+            belongs_in: belongs_in(&p),
         })
         .collect();
     Ok((raw, unknown))
@@ -382,6 +408,32 @@ mod tests {
             let (_, unknown) = parse(&doc(table, typed)).expect(typed);
             assert_eq!(unknown.len(), 1, "{typed}");
             assert_eq!(unknown[0].nearest, want, "{table}.{typed}");
+        }
+    }
+
+    #[test]
+    fn a_key_in_the_wrong_table_is_told_where_it_belongs() {
+        let cases = [
+            // Appended to a copied default: it lands in [task.taint].
+            (
+                "task.taint",
+                "allow_private",
+                Some("[[task]] (above its [task.taint])"),
+            ),
+            ("task", "mode", Some("[task.taint]")),
+            ("", "header_timeout_secs", Some("[limits]")),
+            ("admin", "allow", Some("[[task]] (above its [task.taint])")),
+            (
+                "task",
+                "state_dir",
+                Some("the top of the file (before any [section])"),
+            ),
+            ("task", "zzz", None),
+        ];
+        for (table, typed, want) in cases {
+            let (_, unknown) = parse(&doc(table, typed)).expect(typed);
+            assert_eq!(unknown.len(), 1, "{table}.{typed}");
+            assert_eq!(unknown[0].belongs_in, want, "{table}.{typed}");
         }
     }
 }

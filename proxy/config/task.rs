@@ -74,12 +74,14 @@ impl Validator<'_> {
             || !id
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-            || id.starts_with('.')
+            || id.starts_with(['.', '-'])
         {
             self.problem(
                 raw_id,
                 "task.id",
-                format!("{id:?} must be 1–64 letters, digits, '-', '_' or '.' (it names a folder)"),
+                format!(
+                    "{id:?} must be 1–64 letters, digits, '-', '_' or '.', not starting with '.' or '-' (it names a folder and is typed after --task)"
+                ),
             );
         } else if !ids.insert(id.clone()) {
             self.problem(

@@ -354,7 +354,7 @@ fn task_ids_name_folders() {
         assert!(check(&cfg(ok)).is_ok(), "{ok}");
     }
     let too_long = "a".repeat(65);
-    for bad in ["", too_long.as_str(), "a/b", ".hidden", "a b", "ü"] {
+    for bad in ["", too_long.as_str(), "a/b", ".hidden", "-odd", "a b", "ü"] {
         let problems = check(&cfg(bad)).unwrap_err();
         assert!(
             problems.iter().any(|p| p.key == "task.id"),

@@ -49,11 +49,10 @@ pub(crate) async fn admit(
     sent: Sent<'_>,
 ) -> Verdict<Admission> {
     let Sent { method, path, .. } = sent;
-    let host = target.host.to_string();
-    let carries_body = task
-        .taint
-        .by_owner
-        .body_counts(sent.body, &host, sent.git());
+    let carries_body =
+        task.taint
+            .by_owner
+            .body_counts(sent.body, &target.host.taint_name(), sent.git());
     let rules = runtime.asks.effective(&task.rules);
     let name = policy::decide_name(&rules, target, host_header);
     let asking = matches!(&name, Verdict::Deny(r) if policy::askable(&rules, r));
@@ -65,10 +64,9 @@ pub(crate) async fn admit(
     // addresses and the resolver of one generation.
     let live = shared.live();
     let decide = |live: &Live, rules: &policy::TaskRules, name, resolution: &Resolution| {
-        let taint = match &target.host {
-            Host::Name(n) => runtime.taint.state(n, path, &task.taint),
-            Host::Ip(ip) => runtime.taint.state(&ip.to_string(), path, &task.taint),
-        };
+        let taint = runtime
+            .taint
+            .state(&target.host.taint_name(), path, &task.taint);
         let facts = Facts {
             own: &live.own,
             taint: &taint,
@@ -234,9 +232,11 @@ impl ConnCtx {
             return Verdict::Deny(task_gone());
         };
         let opaque = taint.is_some();
-        let host = target.host.to_string();
         let taint = match taint {
-            Some(path) => self.task.taint.state(&host, path, &task.taint),
+            Some(path) => self
+                .task
+                .taint
+                .state(&target.host.taint_name(), path, &task.taint),
             None => policy::TaintState::Clean,
         };
         policy::decide_open(

@@ -123,18 +123,23 @@ impl ConnCtx {
         let by = &task.taint.by_owner;
         let root = match key {
             TaintKey::Host(h) if by.family_of(h).is_none() => {
-                self.task.tunnels.revoke(h);
+                self.task
+                    .tunnels
+                    .revoke(&crate::policy::Host::Name(h.clone()));
                 return;
             }
             TaintKey::Host(h) => h.as_str(),
             TaintKey::Owner { root, .. } => root.as_str(),
         };
         let store = &self.task.taint;
-        self.task.tunnels.revoke_with_path(|h, _, _, opaque, path| {
-            opaque
+        self.task.tunnels.revoke_where(|s| {
+            let Some(h) = s.target.host.as_name() else {
+                return false;
+            };
+            s.opaque
                 && by.family_of(h).is_some_and(|f| f.root == root)
                 && matches!(
-                    store.state(h, path, &task.taint),
+                    store.state(h, s.path, &task.taint),
                     crate::policy::TaintState::Tainted { .. }
                 )
         });

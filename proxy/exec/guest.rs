@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 
 use crate::clientenv::Env;
 use crate::config::{Intercept, ListenAddr, TaskConfig};
-use crate::policy::Host;
 use rustix::process::Signal;
 
 use super::ns::{self, Namespaces};
@@ -94,16 +93,10 @@ pub(crate) fn allowed_names(task: &TaskConfig) -> Vec<String> {
     let mut names: Vec<String> = task
         .rules
         .allow
-        .sorted()
-        .into_iter()
-        .filter_map(|e| {
-            let (h, _) = e.rsplit_once(':')?;
-            match crate::policy::target::normalize_host(h) {
-                Ok(Host::Name(n)) => Some(n),
-                _ => None,
-            }
-        })
+        .entries()
+        .filter_map(|(h, _)| h.as_name().map(str::to_string))
         .collect();
+    names.sort();
     names.dedup();
     names
 }

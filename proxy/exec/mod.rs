@@ -338,7 +338,7 @@ fn print_report(o: &Options, state: Option<&Path>, by_handle: &Path, task: &str,
         Some(state) => eprintln!(
             "sluice exec: what the command tried to reach (state kept in {}; see it again with: sluice report --state {})",
             shown(state),
-            shown(state)
+            crate::shell::sh_quote(&shown(state))
         ),
         None => eprintln!("sluice exec: what the command tried to reach"),
     }

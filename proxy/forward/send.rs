@@ -40,7 +40,7 @@ pub(super) fn register_body(
     let guard = ctx
         .task
         .tunnels
-        .register_owned(&ex.host, addr.addr(), (taint, path), stop.clone());
+        .register_owned(target, addr.addr(), (taint, path), stop.clone());
     if let Verdict::Deny(r) = ctx.recheck_body(target, addr.addr(), taint.then_some(path)) {
         return Err(r);
     }

@@ -104,7 +104,7 @@ impl Upgraded {
         let _registered = ctx
             .task
             .tunnels
-            .register(&host, self.addr, true, stop.clone());
+            .register(&self.target, self.addr, true, stop.clone());
         if let Verdict::Deny(r) = ctx.recheck_open(&self.target, self.addr, true) {
             tracing::info!(host, "upgraded connection closed: {}", r.reason);
             return Err(r);

@@ -47,14 +47,29 @@ impl Refused {
         else {
             return;
         };
-        let io = Rewind::new(first.to_vec(), io);
+        let mut io = Rewind::new(first.to_vec(), io);
         if first[0] != TLS_HANDSHAKE {
+            if !first[0].is_ascii_alphabetic() {
+                // Neither TLS nor an HTTP request line: the refusal as a
+                // raw response, not hyper's bare 400.
+                let raw = crate::respond::raw_refusal(&self.task, &self.refusal);
+                let write = tokio::io::AsyncWriteExt::write_all(&mut io, &raw);
+                let _ = tokio::time::timeout(limits.header_timeout, write).await;
+                return;
+            }
             return self.serve(io, "http", 80, limits).await;
         }
         let acceptor = tokio_rustls::TlsAcceptor::from(self.server.clone());
-        let Ok(Ok(tls)) = tokio::time::timeout(limits.header_timeout, acceptor.accept(io)).await
-        else {
-            return;
+        let tls = match tokio::time::timeout(limits.header_timeout, acceptor.accept(io)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                let host = &self.target.host;
+                tracing::info!(
+                    "the client refused sluice's certificate for {host}, so it could not be told why the CONNECT was refused ({e}): it does not trust sluice's CA (set its shell up with: eval \"$(sluice env)\")"
+                );
+                return;
+            }
+            Err(_) => return,
         };
         self.serve(tls, "https", 443, limits).await;
     }

@@ -75,12 +75,11 @@ pub(crate) async fn tunnel_session(ctx: Arc<ConnCtx>, client: ClientIo, t: Tunne
         // Each request inside is decided and logged on its own.
         row.ex.body = false;
         row.ex.note = Some(crate::log::INTERCEPTED);
-        let host = t.target.host.to_string();
         let stop = ctx.shared.hard_stop.child_token();
         let _registered = ctx
             .task
             .tunnels
-            .register(&host, t.addr.addr(), false, stop.clone());
+            .register(&t.target, t.addr.addr(), false, stop.clone());
         let spare: Spare = std::sync::Mutex::new(Some((t.upstream, t.addr)));
         // Count what the client is sent too: an intercepted session is
         // idle only when neither side moves.
@@ -127,7 +126,7 @@ async fn opaque(
     let _registered = ctx
         .task
         .tunnels
-        .register(&host, o.addr.addr(), true, stop.clone());
+        .register(o.target, o.addr.addr(), true, stop.clone());
     match ctx.recheck_open(o.target, o.addr.addr(), true) {
         Verdict::Deny(r) => {
             tracing::info!(host, "tunnel closed: {}", r.reason);

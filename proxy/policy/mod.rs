@@ -26,7 +26,9 @@ use ipnet::IpNet;
 pub use target::Host;
 pub(crate) use target::{Target, TargetError};
 pub use tunnel::TunnelStart;
-pub(crate) use tunnel::{decide_inner, decide_open, decide_peer, decide_tunnel_start, intercepts};
+pub(crate) use tunnel::{
+    decide_inner, decide_open, decide_peer, decide_tunnel_start, intercepts, server_speaks_first,
+};
 pub(crate) use verdict::Verdict;
 
 /// The stable rule ids of SPEC §4 (plus sluice's own capacity rule).
@@ -262,6 +264,22 @@ impl Refusal {
     }
 }
 
+/// The `private-address` refusal: what the address is and, unless it is
+/// one nobody should open to a task (a cloud metadata endpoint hands out
+/// the machine's credentials), exactly what to add and where.
+fn private_refusal(target: &Target, ip: std::net::IpAddr, why: addr::NonPublic) -> Refusal {
+    let what = format!("{} resolves to {ip}, {}", target.host, why.describe());
+    let reason = if why == addr::NonPublic::Metadata {
+        format!("{what}; sluice does not suggest allowing it: it serves the machine's credentials")
+    } else {
+        format!(
+            "{what}; to permit it, add \"{ip}\" to allow_private in the task's [[task]] \
+             section of the config (sluice exec: --allow-private {ip})"
+        )
+    };
+    Refusal::new(Rule::PrivateAddress, reason)
+}
+
 /// Proof that policy admitted a request. Only this module can make one.
 #[derive(Debug)]
 pub(crate) struct Permit {
@@ -454,18 +472,7 @@ pub(crate) fn decide_addresses(
                         ok.push(CheckedAddr(sa))
                     }
                     Err(why) => {
-                        first_bad.get_or_insert_with(|| {
-                            Refusal::new(
-                                Rule::PrivateAddress,
-                                format!(
-                                    "{} resolves to {ip}, {}; to permit it, add \"{ip}\" to \
-                                     allow_private in the task's [[task]] section of the config \
-                                     (sluice exec: --allow-private {ip})",
-                                    target.host,
-                                    why.describe()
-                                ),
-                            )
-                        });
+                        first_bad.get_or_insert_with(|| private_refusal(target, *ip, why));
                     }
                 }
             }

@@ -22,6 +22,15 @@ impl Host {
             Host::Ip(_) => None,
         }
     }
+
+    /// What the taint set knows this host by: the name, or an IP literal
+    /// in its plain text form (no brackets). Borrowed for a name.
+    pub(crate) fn taint_name(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Host::Name(n) => std::borrow::Cow::Borrowed(n),
+            Host::Ip(ip) => std::borrow::Cow::Owned(ip.to_string()),
+        }
+    }
 }
 
 impl fmt::Display for Host {

@@ -710,3 +710,38 @@ fn provenance_reads_as_a_sentence() {
         "named by https://docs.example.com/readme at 2026-12-02T10:00:00Z"
     );
 }
+
+#[test]
+fn the_private_address_sentence_says_what_to_add_but_never_for_metadata() {
+    let t = parse_authority("mirror.example.com:443", None).unwrap();
+    let r = private_refusal(&t, "10.0.0.7".parse().unwrap(), addr::NonPublic::Private);
+    assert_eq!(r.rule, Rule::PrivateAddress);
+    assert!(
+        r.reason
+            .contains("add \"10.0.0.7\" to allow_private in the task's [[task]] section")
+            && r.reason.contains("--allow-private 10.0.0.7"),
+        "{}",
+        r.reason
+    );
+    let r = private_refusal(
+        &t,
+        "169.254.169.254".parse().unwrap(),
+        addr::NonPublic::Metadata,
+    );
+    assert!(r.reason.contains("cloud metadata"), "{}", r.reason);
+    assert!(
+        !r.reason.contains("allow_private") && !r.reason.contains("--allow-private"),
+        "{}",
+        r.reason
+    );
+}
+
+#[test]
+fn refusals_are_not_answered_inside_the_tunnel_where_the_server_speaks_first() {
+    for port in [80, 443, 8080, 8443, 465, 993, 5432, 40123] {
+        assert!(!server_speaks_first(port), "{port}");
+    }
+    for port in [21, 22, 25, 110, 143, 587, 3306] {
+        assert!(server_speaks_first(port), "{port}");
+    }
+}

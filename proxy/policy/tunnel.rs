@@ -9,6 +9,19 @@ use super::{
     TaintState, Target, TaskRules, Verdict,
 };
 
+/// Is `port` the well-known port of a protocol whose server speaks first
+/// (FTP, SSH, telnet, SMTP and submission, POP3, NNTP, IMAP, MySQL)? A
+/// refused CONNECT there is not answered inside the tunnel: the client
+/// would wait for a banner that never comes, so it gets the status line
+/// at once. (Implicit-TLS ports, 465, 993, 995, start with the client's
+/// hello and are answered inside TLS like HTTPS.)
+pub(crate) fn server_speaks_first(port: u16) -> bool {
+    matches!(
+        port,
+        21 | 22 | 23 | 25 | 110 | 119 | 143 | 587 | 2525 | 3306
+    )
+}
+
 /// What a tunnel's client sent first, as `intercept::hello` read it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TunnelStart {

@@ -22,17 +22,20 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::policy::{Host, Target};
+
 /// Open tunnels of a task by host, so that tainting a host can close the
 /// opaque ones (SPEC §8: within a second) and a reload can close any whose
-/// destination is no longer allowed.
+/// destination is no longer allowed. Keyed by the typed [`Host`]; each
+/// entry keeps its whole [`Target`], so nothing is re-parsed from text.
 #[derive(Default)]
 pub(crate) struct TunnelRegistry {
     next: AtomicU64,
-    open: Mutex<HashMap<String, HashMap<u64, TunnelEntry>>>,
+    open: Mutex<HashMap<Host, HashMap<u64, TunnelEntry>>>,
 }
 
 struct TunnelEntry {
-    port: u16,
+    target: Target,
     addr: SocketAddr,
     /// Opaque tunnels carry a body; intercepted ones are decided per request.
     opaque: bool,
@@ -42,35 +45,37 @@ struct TunnelEntry {
     token: CancellationToken,
 }
 
+/// What a revocation is shown of one open tunnel or body.
+pub(crate) struct OpenStream<'a> {
+    pub(crate) target: &'a Target,
+    /// The address it is connected to.
+    pub(crate) addr: SocketAddr,
+    /// Taint applies to it (an opaque tunnel, or a body other than git's
+    /// fetch to a forge).
+    pub(crate) opaque: bool,
+    /// A request body's path; none for a tunnel.
+    pub(crate) path: Option<&'a str>,
+}
+
 /// Removes a tunnel from the registry when dropped.
 pub(crate) struct TunnelGuard<'a> {
     registry: &'a TunnelRegistry,
-    host: String,
+    host: Host,
     id: u64,
 }
 
 impl TunnelRegistry {
     pub(crate) fn register(
         &self,
-        host: &str,
+        target: &Target,
         addr: SocketAddr,
         opaque: bool,
         token: CancellationToken,
     ) -> TunnelGuard<'_> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let entry = TunnelEntry {
-            port: addr.port(),
-            addr,
-            opaque,
-            path: None,
-            token,
-        };
-        // A std Mutex over a plain map, never held across an await.
-        let mut open = self.lock();
-        open.entry(host.to_string()).or_default().insert(id, entry);
+        let id = self.insert(target, addr, (opaque, None), token);
         TunnelGuard {
             registry: self,
-            host: host.to_string(),
+            host: target.host.clone(),
             id,
         }
     }
@@ -81,25 +86,43 @@ impl TunnelRegistry {
     /// the request's.
     pub(crate) fn register_owned(
         self: &Arc<Self>,
-        host: &str,
+        target: &Target,
         addr: SocketAddr,
         (opaque, path): (bool, &str),
         token: CancellationToken,
     ) -> OwnedTunnelGuard {
-        let guard = self.register(host, addr, opaque, token);
-        let id = guard.id;
-        std::mem::forget(guard);
-        if let Some(e) = self.lock().get_mut(host).and_then(|t| t.get_mut(&id)) {
-            e.path = Some(path.into());
-        }
+        let id = self.insert(target, addr, (opaque, Some(path.into())), token);
         OwnedTunnelGuard {
             registry: self.clone(),
-            host: host.to_string(),
+            host: target.host.clone(),
             id,
         }
     }
 
-    fn remove(&self, host: &str, id: u64) {
+    fn insert(
+        &self,
+        target: &Target,
+        addr: SocketAddr,
+        (opaque, path): (bool, Option<Arc<str>>),
+        token: CancellationToken,
+    ) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let entry = TunnelEntry {
+            target: target.clone(),
+            addr,
+            opaque,
+            path,
+            token,
+        };
+        // A std Mutex over a plain map, never held across an await.
+        let mut open = self.lock();
+        open.entry(target.host.clone())
+            .or_default()
+            .insert(id, entry);
+        id
+    }
+
+    fn remove(&self, host: &Host, id: u64) {
         let mut open = self.lock();
         if let Some(t) = open.get_mut(host) {
             t.remove(&id);
@@ -109,7 +132,7 @@ impl TunnelRegistry {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<u64, TunnelEntry>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Host, HashMap<u64, TunnelEntry>>> {
         self.open
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -117,32 +140,42 @@ impl TunnelRegistry {
 
     /// Closes every open opaque tunnel of the task (the taint set overflowed).
     pub(crate) fn revoke_all(&self) -> usize {
-        self.revoke_where(|_, _, _, opaque| opaque)
+        self.revoke_where(|s| s.opaque)
+    }
+
+    /// Closes every stream of the task, whatever it is (its task is gone).
+    pub(crate) fn close_all(&self) -> usize {
+        self.revoke_where(|_| true)
     }
 
     /// Closes every open opaque tunnel to `host`; returns how many.
-    pub(crate) fn revoke(&self, host: &str) -> usize {
-        self.revoke_where(|h, _, _, opaque| opaque && h == host)
+    pub(crate) fn revoke(&self, host: &Host) -> usize {
+        let open = self.lock();
+        let Some(tunnels) = open.get(host) else {
+            return 0;
+        };
+        let mut n = 0;
+        for t in tunnels.values().filter(|t| t.opaque) {
+            t.token.cancel();
+            n += 1;
+        }
+        n
     }
 
-    /// Closes the tunnels `(host, port, connected address, opaque)` picks.
-    pub(crate) fn revoke_where(&self, pick: impl Fn(&str, u16, SocketAddr, bool) -> bool) -> usize {
-        self.revoke_with_path(|h, port, addr, opaque, _| pick(h, port, addr, opaque))
-    }
-
-    /// [`TunnelRegistry::revoke_where`], also told a request body's path.
-    pub(crate) fn revoke_with_path(
-        &self,
-        pick: impl Fn(&str, u16, SocketAddr, bool, Option<&str>) -> bool,
-    ) -> usize {
+    /// Closes the open streams `pick` chooses; returns how many.
+    pub(crate) fn revoke_where(&self, pick: impl Fn(&OpenStream<'_>) -> bool) -> usize {
         let open = self.lock();
         let mut n = 0;
-        for (host, tunnels) in open.iter() {
-            for t in tunnels.values() {
-                if pick(host, t.port, t.addr, t.opaque, t.path.as_deref()) {
-                    t.token.cancel();
-                    n += 1;
-                }
+        for t in open.values().flat_map(HashMap::values) {
+            let shown = OpenStream {
+                target: &t.target,
+                addr: t.addr,
+                opaque: t.opaque,
+                path: t.path.as_deref(),
+            };
+            if pick(&shown) {
+                t.token.cancel();
+                n += 1;
             }
         }
         n
@@ -150,10 +183,7 @@ impl TunnelRegistry {
 
     /// How many tunnels are open.
     pub(crate) fn len(&self) -> usize {
-        self.lock()
-            .values()
-            .map(std::collections::HashMap::len)
-            .sum()
+        self.lock().values().map(HashMap::len).sum()
     }
 }
 
@@ -167,7 +197,7 @@ impl Drop for TunnelGuard<'_> {
 /// it: a request body streaming upstream.
 pub(crate) struct OwnedTunnelGuard {
     registry: Arc<TunnelRegistry>,
-    host: String,
+    host: Host,
     id: u64,
 }
 
@@ -187,11 +217,17 @@ mod tests {
         let a = CancellationToken::new();
         let b = CancellationToken::new();
         let addr: SocketAddr = "93.184.216.34:443".parse().unwrap();
-        let ga = reg.register("a.example.com", addr, true, a.clone());
-        let _gb = reg.register("b.example.com", addr, true, b.clone());
-        assert_eq!(reg.revoke("a.example.com"), 1);
+        let target = |h: &str| crate::policy::target::parse_authority(h, None).unwrap();
+        let (ta, tb) = (target("a.example.com:443"), target("b.example.com:443"));
+        let ga = reg.register(&ta, addr, true, a.clone());
+        let _gb = reg.register(&tb, addr, true, b.clone());
+        assert_eq!(reg.len(), 2);
+        assert_eq!(reg.revoke(&ta.host), 1);
         assert!(a.is_cancelled() && !b.is_cancelled());
         drop(ga);
-        assert_eq!(reg.revoke("a.example.com"), 0);
+        assert_eq!(reg.len(), 1);
+        assert_eq!(reg.revoke(&ta.host), 0);
+        assert_eq!(reg.revoke_where(|s| s.target.port == 443 && s.opaque), 1);
+        assert!(b.is_cancelled());
     }
 }

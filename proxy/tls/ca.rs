@@ -39,7 +39,11 @@ pub(crate) enum CaError {
     },
     #[error("a CA already exists in {0}; pass --force to replace it (every client must then trust the new one)")]
     Exists(PathBuf),
-    #[error("no CA in {0}; create one with `sluice ca init --state {0}`, or start sluice once")]
+    #[error(
+        "no CA in {}; create one with `sluice ca init --state {}`, or start sluice once",
+        .0.display(),
+        crate::shell::sh_quote(&.0.to_string_lossy())
+    )]
     Missing(PathBuf),
     #[error("cannot use the CA in {path}: {message}")]
     Bad { path: PathBuf, message: String },

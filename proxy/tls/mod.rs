@@ -43,17 +43,40 @@ pub(crate) struct Tls {
     pub(crate) ca: Option<Arc<Ca>>,
 }
 
-/// The leaf for a refused CONNECT's SNI (see `intercept::refused`).
+/// The leaf for a refused CONNECT (see `intercept::refused`): always for
+/// the CONNECT host, whatever SNI the client sends (or none), so the
+/// client can only pick names the refusal cache already holds.
 #[derive(Debug)]
-struct RefusalResolver(Arc<Ca>);
+struct RefusalResolver {
+    ca: Arc<Ca>,
+    /// The CONNECT host; empty in the template config.
+    name: String,
+}
 
 impl rustls::server::ResolvesServerCert for RefusalResolver {
     fn resolve(
         &self,
-        hello: rustls::server::ClientHello<'_>,
+        _hello: rustls::server::ClientHello<'_>,
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        let name = hello.server_name()?;
-        self.0.refusal_leaf(&name.to_ascii_lowercase()).ok()
+        if self.name.is_empty() {
+            return None;
+        }
+        self.ca.refusal_leaf(&self.name).ok()
+    }
+}
+
+impl Tls {
+    /// The server side for answering a refused CONNECT to `name` inside
+    /// TLS: the refusal template with a resolver fixed to that name.
+    /// `None` when no task intercepts (no CA).
+    pub(crate) fn refusal_for(&self, name: &str) -> Option<Arc<ServerConfig>> {
+        let (template, ca) = (self.refusals.as_ref()?, self.ca.as_ref()?);
+        let mut config = (**template).clone();
+        config.cert_resolver = Arc::new(RefusalResolver {
+            ca: ca.clone(),
+            name: name.to_string(),
+        });
+        Some(Arc::new(config))
     }
 }
 
@@ -123,7 +146,10 @@ impl Tls {
                 let mut refusals = ServerConfig::builder_with_provider(provider.clone())
                     .with_safe_default_protocol_versions()?
                     .with_no_client_auth()
-                    .with_cert_resolver(Arc::new(RefusalResolver(ca.clone())));
+                    .with_cert_resolver(Arc::new(RefusalResolver {
+                        ca: ca.clone(),
+                        name: String::new(),
+                    }));
                 refusals.alpn_protocols = vec![b"http/1.1".to_vec()];
                 (Some(Arc::new(server)), Some(Arc::new(refusals)))
             }
@@ -163,7 +189,9 @@ pub(crate) fn for_snapshot(snapshot: &Snapshot, current: Option<&Tls>) -> Result
                 ca = %ca::cert_path(&snapshot.state_dir).display(), bundle = %path.display(),
                 "created the interception CA; set a task's tools up with: eval \"$(sluice env{})\"",
                 match &snapshot.source {
-                    crate::config::Source::File(p) => format!(" --config {}", p.display()),
+                    crate::config::Source::File(p) => {
+                        format!(" --config {}", crate::shell::sh_quote(&p.to_string_lossy()))
+                    }
                     crate::config::Source::Embedded => String::new(),
                 }
             ),

@@ -457,3 +457,55 @@ fn a_refused_https_host_is_told_inside_tls() {
     );
     assert_eq!(t.up.conns(), 0);
 }
+
+/// A refused tunnel answered inside TLS holds its connection's place under
+/// the task's cap until it is answered, as any tunnel does; a refused
+/// CONNECT to a port where the server speaks first (SSH) gets the status
+/// line at once; bytes that are neither TLS nor HTTP get the refusal as
+/// text, not a bare 400.
+#[test]
+fn a_refused_tunnel_counts_under_the_cap_and_server_first_ports_keep_the_status_line() {
+    let up = Upstream::start();
+    let p = up.port();
+    let dns = FakeDns::start();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("pkgs.example.com:{p}")])
+        .top("[limits]\nmax_connections_per_task = 2\nheader_timeout_secs = 30")
+        .start();
+    let refused = format!("private.example.com:{p}");
+    let held: Vec<_> = (0..2).map(|_| tunnel(&s, &refused)).collect();
+    assert_eq!(
+        connect_status(&s, &format!("pkgs.example.com:{p}")),
+        503,
+        "two refused tunnels waiting to be answered fill a cap of two"
+    );
+    drop(held);
+    let served = poll(Duration::from_secs(10), || {
+        (get(&s, &format!("http://pkgs.example.com:{p}/x")) == 200).then_some(())
+    });
+    assert!(
+        served.is_some(),
+        "the slots came back when the tunnels closed"
+    );
+
+    // SSH's port: the status line, at once.
+    let a = connect_refusal(
+        &s.proxy_addr(),
+        b"CONNECT private.example.com:22 HTTP/1.1\r\nHost: private.example.com:22\r\n\r\n",
+    );
+    assert_refused(&a, 403, "not-allowed");
+    let row = row_where(&s, "t", "private.example.com", |r| r["port"] == 22);
+    assert!(row["note"].is_null(), "answered in the status line: {row}");
+
+    // Neither TLS nor HTTP inside a refused tunnel: the refusal as text.
+    let mut c = tunnel(&s, &refused);
+    c.write_all(b"\x00\x01\x02garbage\r\n\r\n").unwrap();
+    let back = String::from_utf8_lossy(&drain(&mut c)).to_string();
+    assert!(
+        back.to_ascii_lowercase()
+            .contains("sluice-rule: not-allowed")
+            && back.contains("is not on the task's allow-list"),
+        "{back}"
+    );
+    assert_eq!(up.conns(), 1, "only the allowed request was dialled");
+}

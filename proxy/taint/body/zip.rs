@@ -40,6 +40,7 @@ enum State {
     Sig,
     /// The 26 bytes of a local header after its signature.
     Local,
+    /// An entry's name: scanned as text (a client lists it).
     Name {
         left: u64,
     },
@@ -57,6 +58,11 @@ enum State {
     Descriptor,
     /// The 42 bytes of a central directory header after its signature.
     Central,
+    /// A central directory entry's name, extra field and comment: scanned
+    /// as text (a client shows names and comments).
+    CentralText {
+        left: u64,
+    },
     Skip {
         left: u64,
     },
@@ -165,13 +171,17 @@ impl<M: Member> Zip<M> {
                         .map(|&at| u64::from(le16(&self.buf, at)))
                         .sum();
                     self.buf.clear();
-                    self.state = State::Skip { left };
+                    self.state = State::CentralText { left };
                 }
                 State::Sig | State::Local | State::Extra | State::Descriptor | State::Central => {}
-                State::Name { left } => {
+                State::Name { left } | State::CentralText { left } => {
                     let take = left.min((input.len() - i) as u64);
+                    sink.text(&input[i..i + take as usize])?;
                     i += take as usize;
-                    self.state = State::Name { left: left - take };
+                    self.state = match state {
+                        State::Name { .. } => State::Name { left: left - take },
+                        _ => State::CentralText { left: left - take },
+                    };
                 }
                 State::Skip { left } => {
                     let take = left.min((input.len() - i) as u64);
@@ -205,7 +215,16 @@ impl<M: Member> Zip<M> {
     fn settle(&mut self, sink: &mut Sink) -> Result<(), Step> {
         loop {
             self.state = match self.state {
-                State::Name { left: 0 } => State::Extra,
+                State::Name { left: 0 } => {
+                    // A name ends a run of text: it does not join what
+                    // follows it.
+                    sink.text(b"\n")?;
+                    State::Extra
+                }
+                State::CentralText { left: 0 } => {
+                    sink.text(b"\n")?;
+                    State::Sig
+                }
                 State::Extra if self.buf.len() == self.entry.extra_len => {
                     self.start_entry(sink);
                     continue;
@@ -271,13 +290,17 @@ impl<M: Member> Zip<M> {
             consumed: 0,
         };
         let e = self.entry;
+        // A header sluice cannot follow is scanned raw from its signature
+        // on: text in the header's own bytes (a fuzz find: a URL's scheme
+        // there, its host after) is read with what follows.
+        let raw = || [&LOCAL[..], &b[..]].concat();
         if e.flags & ENCRYPTED != 0 {
-            return Err(unreadable("an entry is encrypted", Vec::new(), i));
+            return Err(unreadable("an entry is encrypted", raw(), i));
         }
         match e.method {
             0 | 12 | 14 if e.flags & HAS_DESCRIPTOR != 0 => Err(unreadable(
                 format!("an entry (method {}) has a data descriptor: its end cannot be found while streaming", e.method),
-                Vec::new(),
+                raw(),
                 i,
             )),
             0 | 8 | 12 | 14 => {
@@ -288,7 +311,7 @@ impl<M: Member> Zip<M> {
             }
             m => Err(unreadable(
                 format!("an entry uses compression method {m}, which sluice does not decode"),
-                Vec::new(),
+                raw(),
                 i,
             )),
         }

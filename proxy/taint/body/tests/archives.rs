@@ -164,6 +164,60 @@ fn a_header_cut_by_the_end_of_the_body_is_scanned_raw() {
     }
 }
 
+/// A zip local header sluice cannot follow (an unknown method, encrypted,
+/// a data descriptor) is scanned raw from its signature on: a URL begun
+/// inside the header's own bytes and ended after it is found (fuzz find).
+#[test]
+fn an_unreadable_local_header_is_scanned_raw_from_its_signature() {
+    // After the signature: version, then flags, method, times, sizes,
+    // name and extra lengths, which here are all text.
+    let unknown_method = [
+        &b"PK\x03\x04"[..],
+        b"\x18.dev https:&sol;&sol;intranet&sol; b&uuml;cher.d3x and more",
+    ]
+    .concat();
+    let mut encrypted = b"PK\x03\x04\x14\x00\x01\x00\x08\x00 https://paste.ex".to_vec();
+    encrypted.extend_from_slice(b"ample.com/x and the rest");
+    for (what, body, host) in [
+        ("unknown method", unknown_method, "intranet"),
+        ("encrypted", encrypted, "paste.example.com"),
+    ] {
+        for chunk in [1, 5, 1024] {
+            let (found, _, _) = run_body(&[], None, &body, chunk, 1 << 20);
+            assert!(has_all(&found, &[host]), "{what} chunk {chunk}: {found:?}");
+        }
+    }
+}
+
+/// An entry's name is text a client lists: a name in it is found, in the
+/// local header and in the central directory, and a name cut by the end of
+/// the body too (fuzz find). It does not join the entry's contents.
+#[test]
+fn entry_names_are_scanned_as_text() {
+    let named = zip(
+        &[(
+            "see https:&sol;&sol;paste.example.com&sol;x",
+            b"example",
+            Method::Stored,
+        )],
+        b"",
+    );
+    let mut cut = [&b"PK\x03\x04"[..], &[0x14, 0, 0, 0, 0, 0][..]].concat();
+    cut.extend_from_slice(&[0; 16]);
+    cut.extend_from_slice(&[0xff, 0xff, 0, 0]); // name length 65535
+    cut.extend_from_slice(b"ev https:&sol;&sol;intra\x92\x9a more bytes");
+    for (what, body, host) in [("named", named, "paste.example.com"), ("cut", cut, "intra")] {
+        for chunk in [1, 7, 1024] {
+            let (found, _, _) = run_body(&[], None, &body, chunk, 1 << 20);
+            assert!(has_all(&found, &[host]), "{what} chunk {chunk}: {found:?}");
+            assert!(
+                !found.iter().any(|f| f.ends_with("example")),
+                "{what}: the name joined the contents: {found:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn nesting_is_bounded() {
     // A .tgz inside a .tgz is four archives deep: opened.
