@@ -341,12 +341,7 @@ async fn plan_tunnel(
     };
     ex.body = intercept.is_none();
     let dial_started = Instant::now();
-    let dialled = crate::upstream::dial(
-        &admission.permit,
-        &admission.addrs,
-        snap.limits.connect_timeout,
-    )
-    .await;
+    let dialled = crate::upstream::dial(admission, snap.limits.connect_timeout).await;
     let (upstream, addr) = match dialled {
         Ok(x) => x,
         Err(e) => return Err((ex, e.refusal())),

@@ -24,7 +24,7 @@ use crate::policy::{
 use crate::respond::{self, ProxyBody};
 use crate::state::Live;
 use crate::taint::body::memory::Memory;
-use crate::upstream::{Sender, Spare, UpBody, UpstreamError};
+use crate::upstream::{PoolKey, Sender, Spare, UpBody, UpstreamError};
 
 mod body;
 mod headers;
@@ -199,6 +199,7 @@ pub(crate) async fn relay(
         path: &path,
         authority: &authority,
         timeout: snap.limits.connect_timeout,
+        generation: snap.generation,
     };
     let sent_at = Instant::now();
     let on_its_way = Row::on_its_way(ctx.clone(), &ex, &verdict, bytes_up.clone());
@@ -206,7 +207,7 @@ pub(crate) async fn relay(
     let sent = send_timed(
         first_byte,
         target,
-        send(&up, &admitted, &origin, up_req, upgrade),
+        send(&up, admitted, &origin, up_req, upgrade),
     )
     .await;
     on_its_way.disarm();
@@ -375,7 +376,14 @@ fn respond_with(
             ctx,
             row,
             bytes_up: back.bytes_up,
-            reuse: (!upgrade).then_some((pool, (addr, back.origin.tls.clone()), sender)),
+            reuse: (!upgrade).then(|| {
+                let key = PoolKey {
+                    addr,
+                    tls: back.origin.tls.clone(),
+                    generation: snap.generation,
+                };
+                (pool, key, sender)
+            }),
         }),
     };
     Response::from_parts(rparts, relay.boxed())

@@ -31,7 +31,7 @@ pub(super) fn register_body(
     carries_body: bool,
     sent: crate::exchange::Sent<'_>,
 ) -> Result<Option<(crate::taint::OwnedTunnelGuard, CancellationToken)>, Refusal> {
-    let Some(addr) = admitted.addrs.first().filter(|_| carries_body) else {
+    let Some(addr) = admitted.addrs().first().filter(|_| carries_body) else {
         return Ok(None);
     };
     let stop = ctx.shared.hard_stop.child_token();
@@ -77,6 +77,8 @@ pub(super) struct Upstream<'a> {
     pub(super) path: &'a str,
     pub(super) authority: &'a str,
     pub(super) timeout: Duration,
+    /// The config generation the request was admitted under (pool key).
+    pub(super) generation: u64,
 }
 
 /// Sends on a pooled connection, or a fresh one. A request that a pooled
@@ -84,7 +86,7 @@ pub(super) struct Upstream<'a> {
 /// retried once on a fresh connection.
 pub(super) async fn send(
     up: &Upstream<'_>,
-    admitted: &Admission,
+    admitted: Admission,
     origin: &Origin<'_>,
     req: Request<UpBody>,
     fresh_only: bool,
@@ -92,7 +94,7 @@ pub(super) async fn send(
     let (path, authority, pool, task) = (up.path, up.authority, up.pool, up.task);
     let mut req = req;
     if !fresh_only {
-        if let Some((mut sender, addr)) = pool.take(&admitted.addrs, &origin.tls) {
+        if let Some((mut sender, addr)) = pool.take(admitted.addrs(), &origin.tls, up.generation) {
             shape_for(&mut req, &sender, origin.scheme, path, authority);
             match sender.try_send(req).await {
                 Ok(resp) => return Ok((resp, sender, addr.addr())),
@@ -107,15 +109,8 @@ pub(super) async fn send(
         }
     }
     let started = Instant::now();
-    let (mut sender, addr) = connect(
-        up.tls,
-        &admitted.permit,
-        &admitted.addrs,
-        &origin.tls,
-        up.timeout,
-        origin.spare,
-    )
-    .await?;
+    let (mut sender, addr) =
+        connect(up.tls, admitted, &origin.tls, up.timeout, origin.spare).await?;
     task.metrics
         .upstream_connect_seconds
         .observe(started.elapsed().as_secs_f64());

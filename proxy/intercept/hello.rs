@@ -77,7 +77,7 @@ pub enum Peeked {
 
 /// Classifies the first bytes of a tunnel as they arrive: a TLS
 /// ClientHello (rustls parses it, so sluice reads exactly what it would
-/// terminate; bounded to [`MAX_HELLO`]), an HTTP/1 request line or the
+/// terminate; bounded to `MAX_HELLO` (64 KiB)), an HTTP/1 request line or the
 /// HTTP/2 preface, or other bytes. Pure: no I/O.
 ///
 /// Fail closed both ways: a first byte that is any TLS record type, or an

@@ -1,7 +1,7 @@
 //! policy: normalise targets, decide on them, classify addresses.
 //!
-//! Owns the rules of SPEC §4 and the proof tokens ([`Permit`],
-//! [`CheckedAddr`]) that `upstream::dial` demands. Must not do I/O, logging,
+//! Owns the rules of SPEC §4 and the proof tokens ([`Admission`], bound to
+//! its [`CheckedAddr`]s) that `upstream::dial` consumes. Must not do I/O, logging,
 //! metrics, `async` or read a clock: everything a decision needs is passed
 //! in, so every case is a table test.
 //!
@@ -280,15 +280,9 @@ fn private_refusal(target: &Target, ip: std::net::IpAddr, why: addr::NonPublic) 
     Refusal::new(Rule::PrivateAddress, reason)
 }
 
-/// Proof that policy admitted a request. Only this module can make one.
-#[derive(Debug)]
-pub(crate) struct Permit {
-    _private: (),
-}
-
 /// An address that [`decide_addresses`] classified as admissible. Only this
 /// module can make one, so nothing dials an unchecked address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CheckedAddr(SocketAddr);
 
 impl CheckedAddr {
@@ -412,12 +406,20 @@ impl OwnAddrs {
     }
 }
 
-/// What an admitted request may do: the proof policy admitted it, and
-/// the addresses it may be dialled at (only those).
+/// What an admitted request may do: the proof policy admitted it, bound to
+/// the addresses it may be dialled at (only those). Only this module makes
+/// one; `upstream::dial` consumes it, so it is used once and cannot be
+/// paired with other addresses.
 #[derive(Debug)]
 pub(crate) struct Admission {
-    pub(crate) permit: Permit,
-    pub(crate) addrs: Vec<CheckedAddr>,
+    addrs: Vec<CheckedAddr>,
+}
+
+impl Admission {
+    /// The addresses it admits, in the order to try them.
+    pub(crate) fn addrs(&self) -> &[CheckedAddr] {
+        &self.addrs
+    }
 }
 
 /// What a request's address and taint checks need besides its target.
@@ -510,13 +512,7 @@ pub(crate) fn decide_addresses(
         }
     }
     match checked {
-        Ok(addrs) => Verdict::admit(
-            Admission {
-                permit: Permit { _private: () },
-                addrs,
-            },
-            would_deny,
-        ),
+        Ok(addrs) => Verdict::admit(Admission { addrs }, would_deny),
         Err(why) => Verdict::Deny(Refusal::new(Rule::DnsFailed, why)),
     }
 }

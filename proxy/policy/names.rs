@@ -33,7 +33,7 @@ pub(crate) enum Seen {
 
 /// A name the scanner found: normalised host, how it was written, and
 /// (for a name followed by `/`) the path segments after it as written,
-/// decoded, at most [`PATH_MAX`] bytes.
+/// decoded, at most `PATH_MAX` bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Named {
     /// The host name, normalised (lower case, ASCII).

@@ -19,7 +19,7 @@ pub(crate) const ERROR: &str = "error";
 pub(crate) const LABELS: [&str; 4] = [ALLOW, DENY, WOULD_DENY, ERROR];
 
 /// What policy decided. `T` is what an admitted decision carries (the
-/// [`super::Permit`] and checked addresses, or nothing).
+/// [`super::Admission`] with its checked addresses, or nothing).
 #[must_use]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict<T = ()> {

@@ -2,9 +2,12 @@
 //! checked addresses, verified TLS, HTTP/1.1 or HTTP/2 — and keep idle
 //! ones per task ([`Pool`]).
 //!
-//! [`dial`] takes a [`Permit`] and [`CheckedAddr`]s, which only `policy`
-//! can make: dialling without a decision does not compile. Must not
-//! resolve names, decide, or know about client connections.
+//! [`dial`] consumes an [`Admission`], which only `policy` can make and
+//! which carries the [`CheckedAddr`]s it admits: dialling without a
+//! decision, twice on one decision, or at other addresses does not
+//! compile. Idle connections are keyed by address, TLS name and config
+//! generation ([`PoolKey`]). Must not resolve names, decide, or know about
+//! client connections.
 
 mod pool;
 
@@ -18,7 +21,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use crate::policy::{CheckedAddr, Permit, Refusal, Rule};
+use crate::policy::{Admission, CheckedAddr, Refusal, Rule};
 use crate::tls::Tls;
 
 /// Why an upstream could not be reached or failed: each becomes an
@@ -86,19 +89,20 @@ impl UpstreamError {
     }
 }
 
-/// Connects to the first of `addrs` that answers, within `timeout` overall.
+/// Connects to the first of the admission's addresses that answers, within
+/// `timeout` overall. The admission is used up: one admission, one dial.
 pub(crate) async fn dial(
-    _permit: &Permit,
-    addrs: &[CheckedAddr],
+    admission: Admission,
     timeout: Duration,
 ) -> Result<(TcpStream, CheckedAddr), UpstreamError> {
+    let addrs = admission.addrs();
     let attempt = async {
         let mut last = None;
         for a in addrs {
             match TcpStream::connect(a.addr()).await {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
-                    return Ok((s, *a));
+                    return Ok((s, a.clone()));
                 }
                 Err(e) => last = Some((a.addr(), e)),
             }

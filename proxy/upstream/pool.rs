@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 const UPSTREAM_READ: usize = 32 * 1024;
 
 use super::{dial, tls_connect, UpstreamError};
-use crate::policy::{CheckedAddr, Permit};
+use crate::policy::{Admission, CheckedAddr};
 use crate::tls::Tls;
 
 /// The body type sent upstream.
@@ -34,9 +34,15 @@ const POOL_IDLE: Duration = Duration::from_secs(60);
 /// Idle connections kept per address.
 const POOL_PER_ADDR: usize = 32;
 
-/// Where a pooled connection goes: the checked address, and for HTTPS the
-/// name its certificate was verified for.
-pub(crate) type PoolKey = (SocketAddr, Option<Arc<str>>);
+/// Where a pooled connection goes: the checked address, for HTTPS the name
+/// its certificate was verified for, and the config generation it was
+/// admitted under (a connection is never reused under another config).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PoolKey {
+    pub(crate) addr: SocketAddr,
+    pub(crate) tls: Option<Arc<str>>,
+    pub(crate) generation: u64,
+}
 
 /// Idle upstream connections of one task, keyed by checked address (and
 /// TLS name).
@@ -93,11 +99,13 @@ impl Sender {
 }
 
 impl Pool {
-    /// An idle, ready connection to one of `addrs`, if there is one.
+    /// An idle, ready connection to one of `addrs` made under config
+    /// `generation`, if there is one.
     pub(crate) fn take(
         &self,
         addrs: &[CheckedAddr],
         tls: &Option<Arc<str>>,
+        generation: u64,
     ) -> Option<(Sender, CheckedAddr)> {
         // A std Mutex: held only for a map lookup, never across an await.
         let mut idle = self
@@ -105,10 +113,15 @@ impl Pool {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for a in addrs {
-            if let Some(list) = idle.get_mut(&(a.addr(), tls.clone())) {
+            let key = PoolKey {
+                addr: a.addr(),
+                tls: tls.clone(),
+                generation,
+            };
+            if let Some(list) = idle.get_mut(&key) {
                 while let Some((sender, since)) = list.pop() {
                     if since.elapsed() < POOL_IDLE && sender.is_ready() {
-                        return Some((sender, *a));
+                        return Some((sender, a.clone()));
                     }
                 }
             }
@@ -156,8 +169,7 @@ pub(crate) type Spare = std::sync::Mutex<Option<(TcpStream, CheckedAddr)>>;
 /// when the origin is HTTPS, then HTTP/2 or HTTP/1.1 as ALPN says.
 pub(crate) async fn connect(
     tls_settings: &Tls,
-    permit: &Permit,
-    addrs: &[CheckedAddr],
+    admission: Admission,
     tls: &Option<Arc<str>>,
     timeout: Duration,
     spare: Option<&Spare>,
@@ -165,13 +177,13 @@ pub(crate) async fn connect(
     let reused = spare.and_then(|s| {
         let mut s = s.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match s.take() {
-            Some((stream, addr)) if addrs.contains(&addr) => Some((stream, addr)),
+            Some((stream, addr)) if admission.addrs().contains(&addr) => Some((stream, addr)),
             _ => None,
         }
     });
     let (stream, addr) = match reused {
         Some(x) => x,
-        None => dial(permit, addrs, timeout).await?,
+        None => dial(admission, timeout).await?,
     };
     let handshake_err = |source: hyper::Error| UpstreamError::HttpHandshake {
         addr: addr.addr(),
