@@ -286,6 +286,21 @@ fn env_output_sets_up_git_clone_over_dumb_http() {
         "see https://docs.example.com/guide\n"
     );
     r.recorded(&["/repo.git/info/refs"], "docs.example.com");
+
+    // A host not on the allow-list: the CONNECT is answered inside TLS, so
+    // git shows the refusal's status (and nothing reached the upstream).
+    let before = r.up.request_count();
+    let refused = format!("https://refused.example.com:{}/repo.git", r.up.port());
+    let out = r.run(dest.path(), &format!("git ls-remote '{refused}'"), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("The requested URL returned error: 403"),
+        "git says why: {stderr}"
+    );
+    assert_eq!(r.up.request_count(), before, "nothing went upstream");
+    let row = row_where(&r.s, "t", "refused.example.com", |r| r["kind"] == "connect");
+    assert_eq!(row["note"], "refused-inside-tls", "{row}");
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
