@@ -13,7 +13,7 @@ use std::time::Instant;
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use tracing::Instrument;
 
 use crate::exchange::{self, task_gone, ConnCtx, Exchange, Row};
@@ -22,7 +22,7 @@ use crate::log::Kind;
 use crate::policy::{self, target::parse_authority, Refusal, Rule, Target};
 use crate::respond::{self, ProxyBody};
 use crate::state::Live;
-use crate::tunnel::{ClientIo, GuardState, HeadGuard, Io};
+use crate::tunnel::{ClientIo, GuardState, Io};
 
 /// Serves HTTP/1.1 on one client connection until it closes.
 ///
@@ -37,7 +37,7 @@ pub(crate) async fn serve(mut stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
     let shutdown = ctx.shared.shutdown.clone();
     let wait = tokio::time::timeout(
         limits.header_timeout,
-        first_head(&mut stream, limits.max_header_bytes),
+        crate::tunnel::first_head(&mut stream, limits.max_header_bytes),
     );
     let first = tokio::select! {
         r = wait => match r {
@@ -51,44 +51,6 @@ pub(crate) async fn serve(mut stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
     Box::pin(serve_http(stream, first, ctx, limits, shutdown)).await;
 }
 
-/// Reads until the first head is complete, cannot be a head (so hyper
-/// refuses it at once, as before), passes `limit` bytes, or the stream
-/// ends; returns the bytes read.
-///
-/// The head is parsed again only after the first read and after reads
-/// that bring a line end (a head is only ever completed by one): a client
-/// trickling one byte at a time cannot make sluice re-parse up to
-/// `limit` bytes per byte it sends. Lines are few before hyper's parser
-/// gives up (at most 100 headers).
-async fn first_head(stream: &mut Box<dyn Io>, limit: usize) -> std::io::Result<Vec<u8>> {
-    use tokio::io::AsyncReadExt;
-    let mut head = Vec::with_capacity(256);
-    loop {
-        if head.len() == head.capacity() {
-            head.reserve(head.len());
-        }
-        let from = head.len();
-        if stream.read_buf(&mut head).await? == 0 || head.len() > limit {
-            return Ok(head);
-        }
-        let judge = from == 0 || memchr::memchr(b'\n', &head[from..]).is_some();
-        if judge && !partial_head(&head) {
-            return Ok(head);
-        }
-    }
-}
-
-/// Is `b` the start of a request head that is not yet whole? (hyper's
-/// parser, httparse, judges: a whole head or bytes that cannot start one
-/// — TLS sent to a plain port, garbage — go to hyper now.)
-fn partial_head(b: &[u8]) -> bool {
-    let mut headers = [httparse::EMPTY_HEADER; 100];
-    matches!(
-        httparse::Request::new(&mut headers).parse(b),
-        Ok(httparse::Status::Partial)
-    )
-}
-
 /// hyper's side of a connection, from its first head on.
 async fn serve_http(
     stream: Box<dyn Io>,
@@ -98,13 +60,13 @@ async fn serve_http(
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let guard = Arc::new(GuardState::default());
-    let stream = HeadGuard::new(
+    let stream = crate::tunnel::client_stack(
         stream,
+        first,
         guard.clone(),
         ctx.task.id.clone(),
         limits.max_header_bytes,
-    )
-    .replaying(first);
+    );
     let svc_ctx = ctx.clone();
     let svc_guard = guard.clone();
     let service = service_fn(move |req| {
@@ -123,9 +85,7 @@ async fn serve_http(
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(limits.max_header_bytes.max(8192))
         .keep_alive(true);
-    let conn = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .with_upgrades();
+    let conn = builder.serve_connection(stream, service).with_upgrades();
     tokio::pin!(conn);
     let result = async {
         tokio::select! {
@@ -359,32 +319,4 @@ async fn plan_tunnel(
         row: Row::new(ctx.clone(), ex, verdict, 200),
         intercept,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::partial_head;
-
-    #[test]
-    fn only_a_valid_unfinished_head_is_partial() {
-        for (bytes, partial) in [
-            (&b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"[..], false),
-            (b"GET / HTTP/1.1\nHost: a\n\n", false),
-            (b"GET / HTTP/1.1\r\nHost: a\r\n", true),
-            (b"GET / HTTP/1.1\r\nHost: a\r\n\r", true),
-            (b"GET http://a.example/ HTTP/1.1\r\nHost: a.exa", true),
-            (b"CONNECT a.example:443 HTTP/1.1\r\n", true),
-            (b"", true),
-            (b"\x16\x03\x01\x02\x00\x01", false),
-            (b"GET / HTTP/1.1\r\r\r\r", false),
-            (b"G\x00T / HTTP/1.1", false),
-        ] {
-            assert_eq!(
-                partial_head(bytes),
-                partial,
-                "{:?}",
-                String::from_utf8_lossy(bytes)
-            );
-        }
-    }
 }

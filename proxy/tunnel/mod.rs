@@ -12,7 +12,7 @@ pub(crate) mod guard;
 pub(crate) mod opaque;
 pub(crate) mod rewind;
 
-pub(crate) use client::{ClientIo, Io};
+pub(crate) use client::{client_stack, first_head, ClientIo, Io};
 pub(crate) use guard::{GuardState, HeadGuard, RawLine};
 pub(crate) use rewind::Rewind;
 
