@@ -300,27 +300,7 @@ pub(crate) fn execute(cli: Cli) -> ExitCode {
             },
         ),
         #[cfg(feature = "exec")]
-        Command::Exec {
-            config,
-            task,
-            allow,
-            allow_private,
-            learn,
-            intercept,
-            state,
-            transparent,
-            command,
-        } => crate::exec::run(crate::exec::Options {
-            config,
-            task,
-            allow,
-            allow_private,
-            learn,
-            intercept: intercept.map(InterceptArg::into),
-            state,
-            transparent,
-            command,
-        }),
+        exec @ Command::Exec { .. } => run_exec(exec),
         #[cfg(feature = "exec")]
         Command::ExecGuest(a) => crate::exec::guest::main(a),
         #[cfg(feature = "exec")]
@@ -332,6 +312,36 @@ pub(crate) fn execute(cli: Cli) -> ExitCode {
             printed(config::load(config.as_deref(), 1).map(|s| check_report(&s, wide)))
         }
     }
+}
+
+/// `sluice exec`: the command line's options, passed on.
+#[cfg(feature = "exec")]
+fn run_exec(exec: Command) -> ExitCode {
+    let Command::Exec {
+        config,
+        task,
+        allow,
+        allow_private,
+        learn,
+        intercept,
+        state,
+        transparent,
+        command,
+    } = exec
+    else {
+        unreachable!("execute passes only Command::Exec");
+    };
+    crate::exec::run(crate::exec::Options {
+        config,
+        task,
+        allow,
+        allow_private,
+        learn,
+        intercept: intercept.map(InterceptArg::into),
+        state,
+        transparent,
+        command,
+    })
 }
 
 /// Writes `text` to stdout. A reader that has gone (`| head -1`) ends

@@ -185,11 +185,7 @@ pub(crate) async fn relay(
         revoked,
     }
     .boxed();
-    let path = parts
-        .uri
-        .path_and_query()
-        .map(|pq| pq.as_str().to_string())
-        .unwrap_or_else(|| "/".to_string());
+    let path = path_and_query(&parts.uri);
     let authority = authority_for(target, origin.scheme);
     let up_req = upstream_request(parts, up_body, &authority, upgrade);
     let up = Upstream {
@@ -230,6 +226,12 @@ pub(crate) async fn relay(
         bytes_up,
     };
     respond_with(ctx, live, back, resp, (sender, addr), (ex, verdict))
+}
+
+/// The request's path and query, as sent upstream (`/` when it has none).
+fn path_and_query(uri: &http::Uri) -> String {
+    uri.path_and_query()
+        .map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string())
 }
 
 /// Sends, waiting at most `first_byte` for the response head.
