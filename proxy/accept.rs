@@ -56,6 +56,9 @@ async fn run(
 ) {
     loop {
         let accepted = tokio::select! {
+            // A listener a reload closed accepts nothing more, even with
+            // connections queued.
+            biased;
             _ = stop.cancelled() => break,
             a = accept(&listener) => a,
         };

@@ -108,7 +108,10 @@ async fn serve_http(
 
 async fn handle(ctx: Arc<ConnCtx>, req: Request<Incoming>) -> Response<ProxyBody> {
     // Inside the connection's span (conn, task, client): each request's.
-    let span = tracing::debug_span!("request", method = %req.method(), uri = %req.uri());
+    // The path only: the access log keeps no query string, nor does this.
+    let uri = req.uri();
+    let host = uri.authority().map_or("", |a| a.as_str());
+    let span = tracing::debug_span!("request", method = %req.method(), host, path = uri.path());
     handle_in_span(ctx, req).instrument(span).await
 }
 
@@ -129,7 +132,7 @@ async fn handle_in_span(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Respon
 /// then hand the client's stream to the tunnel's session.
 async fn connect(
     ctx: Arc<ConnCtx>,
-    live: &Live,
+    live: &Arc<Live>,
     req: Request<Incoming>,
     started: Instant,
 ) -> Response<ProxyBody> {
@@ -218,9 +221,6 @@ fn refuse_inside_tls(
 ) -> Response<ProxyBody> {
     let snap = &*live.config;
     ex.note = Some(crate::log::REFUSED_INSIDE_TLS);
-    // Nothing in the tunnel reaches anything: each request inside is
-    // answered with the refusal.
-    ex.body = false;
     // The row and the log line; the status-line answer is not sent.
     drop(ctx.refuse(&ex, refusal.clone()));
     let answer = crate::intercept::Refused {
@@ -269,7 +269,7 @@ fn connect_target(req: &Request<Incoming>, raw: Option<&str>) -> Result<Target, 
 /// decided on its own); any other tunnel is opaque and carries a body.
 async fn plan_tunnel(
     ctx: &Arc<ConnCtx>,
-    live: &Live,
+    live: &Arc<Live>,
     req: &Request<Incoming>,
     target: Target,
     mut ex: Exchange,
@@ -294,7 +294,9 @@ async fn plan_tunnel(
         path: None,
         content_type: None,
     };
-    let verdict = exchange::admit_for(ctx, task, &target, &hh, &ex, sent).await;
+    let mut live = live.clone();
+    let verdict = exchange::admit_for(ctx, &mut live, task, &target, &hh, &ex, sent).await;
+    let snap = &*live.config;
     let (admission, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => return Err((ex, r)),

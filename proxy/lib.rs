@@ -98,7 +98,7 @@ pub fn run() -> std::process::ExitCode {
     // and problems, unless SLUICE_LOG says otherwise.
     let default = match cli.command {
         #[cfg(feature = "exec")]
-        Command::Exec { .. } => "warn,sluice::exchange=info",
+        Command::Exec { .. } => "warn,sluice::accept=info,sluice::exchange=info",
         #[cfg(feature = "exec")]
         Command::ExecGuest { .. } | Command::ExecLaunch { .. } => "warn",
         _ => "info",

@@ -145,7 +145,6 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
         .iter()
         .flat_map(|t| t.listen.iter().map(move |l| (l.clone(), t.id.clone())))
         .collect();
-    let (tasks_added, tasks_removed) = swap_tasks(shared, &p.new);
     let generation = p.new.generation;
     let new = Arc::new(p.new);
     let closed: Vec<ListenAddr> = p.current.difference(&p.wanted).cloned().collect();
@@ -159,6 +158,11 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
         tls: Arc::new(p.tls),
         own: Arc::new(own_addrs(shared, &closed, &p.fresh)),
     });
+    // Only now are removed tasks' runtimes dropped and their streams
+    // closed: a tunnel that registers before this was decided under the
+    // old snapshot and is closed here; one that registers after finds its
+    // task gone in the new one.
+    let (tasks_added, tasks_removed) = swap_tasks(shared, &new);
     for t in &new.tasks {
         crate::state::record_allow_list(&new, t);
     }
@@ -174,7 +178,7 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
     let mut tunnels_closed = 0;
     for rt in shared.task_runtimes() {
         rt.resize(new.limits.max_connections_per_task);
-        rt.pool.clear();
+        rt.pool.renew(new.generation);
         tunnels_closed += revoke_disallowed(shared, &new, &rt);
     }
     Ok(Summary {

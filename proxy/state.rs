@@ -140,7 +140,7 @@ impl TaskRuntime {
             id: task.id.as_str().into(),
             conns: Arc::new(Semaphore::new(max)),
             max_conns: AtomicUsize::new(max),
-            pool: Arc::new(Pool::default()),
+            pool: Arc::new(Pool::new(snapshot.generation)),
             taint: Arc::new(store),
             tunnels: Arc::default(),
             metrics: task_metrics,

@@ -5,21 +5,53 @@
 //! `allow_mode = "ask"`. A blocking client of a few lines; must not start
 //! sluice or read its state.
 
-use crate::config::{self, Snapshot};
+use crate::config::{self, ConfigError, Snapshot};
+
+/// Why a command could not get its answer from a running sluice.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum AskError {
+    /// The config could not be loaded.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The config names no listener to ask (the sentence says which).
+    #[error("the config has no {0}")]
+    NoListener(&'static str),
+    /// The admin API could not be reached.
+    #[error("cannot ask {addr}: {source}")]
+    Unreachable {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// What came back is not an HTTP answer.
+    #[error("{addr} answered {first_line:?}")]
+    NotHttp { addr: String, first_line: String },
+    /// The admin API answered, but not 200: its own sentence.
+    #[error("{0}")]
+    Answered(String),
+    /// Several tasks and no `--task`.
+    #[error("the config has several tasks; name one with --task ({0})")]
+    WhichTask(String),
+}
 
 /// Asks `/healthz` of the admin API, or of the metrics listener when the
 /// config has no admin API, within 3 s.
-pub(super) fn healthcheck(snap: &Snapshot) -> Result<(), String> {
+pub(super) fn healthcheck(snap: &Snapshot) -> Result<(), AskError> {
     let addr = snap
         .admin
         .as_ref()
         .or(snap.metrics_listen.as_ref())
-        .ok_or("the config has no [admin] listen or metrics_listen to ask")?;
+        .ok_or(AskError::NoListener(
+            "[admin] listen or metrics_listen to ask",
+        ))?;
     let (status, body) = call(addr, "GET", "/healthz", "")?;
     if status == 200 {
         Ok(())
     } else {
-        Err(format!("{addr} answered {status}: {}", body.trim()))
+        Err(AskError::Answered(format!(
+            "{addr} answered {status}: {}",
+            body.trim()
+        )))
     }
 }
 
@@ -29,7 +61,7 @@ pub(super) fn call(
     method: &str,
     path: &str,
     body: &str,
-) -> Result<(u16, String), String> {
+) -> Result<(u16, String), AskError> {
     call_with(addr, method, path, body, "")
 }
 
@@ -40,7 +72,7 @@ fn call_with(
     path: &str,
     body: &str,
     by: &str,
-) -> Result<(u16, String), String> {
+) -> Result<(u16, String), AskError> {
     use std::io::Read;
     let timeout = std::time::Duration::from_secs(3);
     let by: String = by
@@ -81,15 +113,25 @@ fn call_with(
                 talk(&mut s)
             })
         }
-        config::ListenAddr::Vsock { .. } => return Err("the admin API is never on vsock".into()),
+        config::ListenAddr::Vsock { .. } => {
+            return Err(AskError::NoListener(
+                "admin API on vsock (it is never there)",
+            ))
+        }
     };
-    result.map_err(|e| format!("cannot ask {addr}: {e}"))?;
+    result.map_err(|source| AskError::Unreachable {
+        addr: addr.to_string(),
+        source,
+    })?;
     let text = String::from_utf8_lossy(&answer);
     let status = text
         .strip_prefix("HTTP/1.1 ")
         .and_then(|r| r.get(..3))
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("{addr} answered {:?}", text.lines().next().unwrap_or("")))?;
+        .ok_or_else(|| AskError::NotHttp {
+            addr: addr.to_string(),
+            first_line: text.lines().next().unwrap_or("").to_string(),
+        })?;
     let body = text
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
@@ -104,41 +146,37 @@ pub(super) fn answer(
     task: Option<&str>,
     verb: &str,
     dest: &str,
-) -> Result<String, String> {
-    let addr = snap.admin.as_ref().ok_or(
-        "the config has no [admin] listen: sluice allow and deny answer through the admin API",
-    )?;
+) -> Result<String, AskError> {
+    let addr = snap.admin.as_ref().ok_or(AskError::NoListener(
+        "[admin] listen: sluice allow and deny answer through the admin API",
+    ))?;
     let task = task_or_only(snap, task)?;
     let (status, body) = call(addr, "POST", &format!("/tasks/{task}/{verb}"), dest)?;
     if status == 200 {
         Ok(body)
     } else {
-        Err(body.trim().to_string())
+        Err(AskError::Answered(body.trim().to_string()))
     }
 }
 
 /// `--task`, or the config's only task when it was not given.
-fn task_or_only(snap: &Snapshot, task: Option<&str>) -> Result<String, String> {
+fn task_or_only(snap: &Snapshot, task: Option<&str>) -> Result<String, AskError> {
     match task {
         Some(t) => Ok(t.to_string()),
         None if snap.tasks.len() == 1 => Ok(snap.tasks[0].id.clone()),
         None => {
             let ids: Vec<&str> = snap.tasks.iter().map(|t| t.id.as_str()).collect();
-            Err(format!(
-                "the config has several tasks; name one with --task ({})",
-                ids.join(", ")
-            ))
+            Err(AskError::WhichTask(ids.join(", ")))
         }
     }
 }
 
 /// `sluice untaint`: removes a taint from a running task through the
 /// admin API, saying who asks (`Sluice-By`).
-pub(super) fn untaint(snap: &Snapshot, task: Option<&str>, name: &str) -> Result<String, String> {
-    let addr = snap
-        .admin
-        .as_ref()
-        .ok_or("the config has no [admin] listen: sluice untaint asks the admin API")?;
+pub(super) fn untaint(snap: &Snapshot, task: Option<&str>, name: &str) -> Result<String, AskError> {
+    let addr = snap.admin.as_ref().ok_or(AskError::NoListener(
+        "[admin] listen: sluice untaint asks the admin API",
+    ))?;
     let task = task_or_only(snap, task)?;
     let uid = rustix::process::getuid().as_raw();
     let user = std::env::var("USER").unwrap_or_default();
@@ -147,7 +185,7 @@ pub(super) fn untaint(snap: &Snapshot, task: Option<&str>, name: &str) -> Result
     if status == 200 {
         Ok(body)
     } else {
-        Err(body.trim().to_string())
+        Err(AskError::Answered(body.trim().to_string()))
     }
 }
 

@@ -246,7 +246,7 @@ pub(crate) fn execute(cli: Cli) -> ExitCode {
         Command::Ca { action } => ca(action),
         Command::Healthcheck { config } => {
             match config::load(config.as_deref(), 1)
-                .map_err(|e| e.to_string())
+                .map_err(health::AskError::from)
                 .and_then(|s| healthcheck(&s))
             {
                 Ok(()) => ExitCode::SUCCESS,
@@ -379,7 +379,7 @@ fn printed<E: std::fmt::Display>(r: Result<String, E>) -> ExitCode {
 /// `sluice allow` / `sluice deny`.
 fn answer(config: Option<PathBuf>, task: Option<&str>, verb: &str, dest: &str) -> ExitCode {
     match config::load(config.as_deref(), 1)
-        .map_err(|e| e.to_string())
+        .map_err(health::AskError::from)
         .and_then(|s| health::answer(&s, task, verb, dest))
     {
         Ok(said) => {
@@ -396,7 +396,7 @@ fn answer(config: Option<PathBuf>, task: Option<&str>, verb: &str, dest: &str) -
 /// `sluice untaint`: through the running sluice's admin API.
 fn untaint(a: UntaintArgs) -> ExitCode {
     match config::load(a.config.as_deref(), 1)
-        .map_err(|e| e.to_string())
+        .map_err(health::AskError::from)
         .and_then(|s| health::untaint(&s, a.task.as_deref(), &a.name))
     {
         Ok(said) => {

@@ -40,8 +40,14 @@ impl<'a> Sent<'a> {
 /// The decision pipeline shared by plain HTTP, CONNECT and intercepted
 /// requests: name rules → resolve → classify → taint. Each step is
 /// `policy`'s; this only gathers what they need.
+///
+/// `live` is the snapshot the caller loaded for this request; in ask mode
+/// the decision after a person's answer is made under the snapshot in
+/// force then, and `live` is set to it, so the caller dials with the TLS
+/// settings and pools under the generation the request was admitted in.
 pub(crate) async fn admit(
     shared: &Shared,
+    live: &mut Arc<Live>,
     runtime: &TaskRuntime,
     task: &TaskConfig,
     target: &Target,
@@ -60,9 +66,6 @@ pub(crate) async fn admit(
         Verdict::Deny(r) if !asking => return Verdict::Deny(r),
         other => other,
     };
-    // One live snapshot for the whole decision: allow-lists, own
-    // addresses and the resolver of one generation.
-    let live = shared.live();
     let decide = |live: &Live, rules: &policy::TaskRules, name, resolution: &Resolution| {
         let taint = runtime
             .taint
@@ -82,13 +85,13 @@ pub(crate) async fn admit(
         }
     };
     if !asking {
-        return decide(&live, &rules, name, &resolve(live.clone()).await);
+        return decide(live, &rules, name, &resolve(live.clone()).await);
     }
     // Ask mode: nothing is resolved before a person allows the name (a
     // lookup is itself a way out: the name can carry data to its DNS
     // server). Taint is refused as always, before anyone is asked.
     let unresolved = Resolution::Resolved(Vec::new());
-    if let Verdict::Deny(r) = decide(&live, &rules, Verdict::admit((), None), &unresolved) {
+    if let Verdict::Deny(r) = decide(live, &rules, Verdict::admit((), None), &unresolved) {
         if r.rule == Rule::UntrustedTarget {
             return Verdict::Deny(r);
         }
@@ -103,14 +106,14 @@ pub(crate) async fn admit(
     }
     // Decided again under the config in force now, the grant included:
     // a reload may have changed the task while it waited.
-    let live = shared.live();
+    *live = shared.live();
     let Some(now) = live.config.task(&task.id) else {
         return Verdict::Deny(task_gone());
     };
     let rules = runtime.asks.effective(&now.rules);
     match policy::decide_name(&rules, target, host_header) {
         Verdict::Deny(r) => Verdict::Deny(r),
-        name => decide(&live, &rules, name, &resolve(live.clone()).await),
+        name => decide(live, &rules, name, &resolve(live.clone()).await),
     }
 }
 
@@ -118,6 +121,7 @@ pub(crate) async fn admit(
 /// while a person is asked still gets its row ([`Row::while_deciding`]).
 pub(crate) async fn admit_for(
     ctx: &Arc<ConnCtx>,
+    live: &mut Arc<Live>,
     task: &TaskConfig,
     target: &Target,
     host_header: &HostHeader,
@@ -125,7 +129,16 @@ pub(crate) async fn admit_for(
     sent: Sent<'_>,
 ) -> Verdict<Admission> {
     let waiting = Row::while_deciding(ctx, task, ex);
-    let verdict = admit(&ctx.shared, &ctx.task, task, target, host_header, sent).await;
+    let verdict = admit(
+        &ctx.shared,
+        live,
+        &ctx.task,
+        task,
+        target,
+        host_header,
+        sent,
+    )
+    .await;
     if let Some(w) = waiting {
         w.disarm();
     }

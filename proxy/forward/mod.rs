@@ -40,7 +40,7 @@ use send::{drain, register_body, send, Upstream};
 /// Forwards one absolute-form request.
 pub(crate) async fn forward(
     ctx: Arc<ConnCtx>,
-    live: &Live,
+    live: &Arc<Live>,
     req: Request<Incoming>,
     started: Instant,
 ) -> Response<ProxyBody> {
@@ -129,15 +129,16 @@ pub(crate) struct Outbound<'a> {
 }
 
 /// The one pipeline of a request, plain or intercepted: decide, send
-/// upstream, relay the response while scanning it, log once.
+/// upstream, relay the response while scanning it, log once. It dials,
+/// pools and logs under the snapshot the request was admitted under (in
+/// ask mode, the one in force when a person answered).
 pub(crate) async fn relay(
     ctx: Arc<ConnCtx>,
-    live: &Live,
+    live: &Arc<Live>,
     out: Outbound<'_>,
     origin: Origin<'_>,
     mut req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let snap = &*live.config;
     let Outbound {
         task, target, ex, ..
     } = out;
@@ -154,7 +155,10 @@ pub(crate) async fn relay(
         path,
         content_type,
     };
-    let verdict = exchange::admit_for(&ctx, task, target, host_header, &ex, sent).await;
+    let mut live = live.clone();
+    let verdict = exchange::admit_for(&ctx, &mut live, task, target, host_header, &ex, sent).await;
+    let snap = &*live.config;
+    ex.generation = snap.generation;
     let (admitted, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => {
@@ -225,7 +229,7 @@ pub(crate) async fn relay(
         client_upgrade,
         bytes_up,
     };
-    respond_with(ctx, live, back, resp, (sender, addr), (ex, verdict))
+    respond_with(ctx, &live, back, resp, (sender, addr), (ex, verdict))
 }
 
 /// The request's path and query, as sent upstream (`/` when it has none).

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tracing::Instrument;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -44,11 +43,13 @@ pub(crate) struct PoolKey {
     pub(crate) generation: u64,
 }
 
-/// Idle upstream connections of one task, keyed by checked address (and
-/// TLS name).
-#[derive(Default)]
+/// Idle upstream connections of one task, keyed by checked address, TLS
+/// name and config generation. Only the generation in force is kept: a
+/// connection handed back after a reload is dropped.
 pub(crate) struct Pool {
     idle: Mutex<HashMap<PoolKey, Vec<IdleConn>>>,
+    /// The config generation in force.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// An idle upstream connection and when it became idle.
@@ -129,35 +130,50 @@ impl Pool {
         None
     }
 
-    /// Drops every idle connection (a reload may no longer allow them).
-    pub(crate) fn clear(&self) {
-        self.idle
+    /// An empty pool for config `generation`.
+    pub(crate) fn new(generation: u64) -> Pool {
+        Pool {
+            idle: Mutex::default(),
+            generation: generation.into(),
+        }
+    }
+
+    /// A reload put `generation` in force: every idle connection is
+    /// dropped (the new config may no longer allow it), and from now on
+    /// only connections admitted under it are kept.
+    pub(crate) fn renew(&self, generation: u64) {
+        let mut idle = self
+            .idle
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clear();
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.generation
+            .store(generation, std::sync::atomic::Ordering::Release);
+        idle.clear();
     }
 
     /// Returns a connection once it is ready for another request.
     pub(crate) fn put(self: &Arc<Self>, key: PoolKey, mut sender: Sender) {
         let pool = self.clone();
-        tokio::spawn(
-            async move {
-                let ready = tokio::time::timeout(Duration::from_secs(5), sender.ready()).await;
-                if !matches!(ready, Ok(Ok(()))) {
-                    return;
-                }
-                let mut idle = pool
-                    .idle
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let list = idle.entry(key).or_default();
-                list.retain(|(s, t)| !s.is_closed() && t.elapsed() < POOL_IDLE);
-                if list.len() < POOL_PER_ADDR {
-                    list.push((sender, Instant::now()));
-                }
+        tokio::spawn(async move {
+            let ready = tokio::time::timeout(Duration::from_secs(5), sender.ready()).await;
+            if !matches!(ready, Ok(Ok(()))) {
+                return;
             }
-            .in_current_span(),
-        );
+            let mut idle = pool
+                .idle
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Read under the lock `renew` takes: a connection of an older
+            // generation is dropped, never kept past its reload.
+            if key.generation != pool.generation.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
+            let list = idle.entry(key).or_default();
+            list.retain(|(s, t)| !s.is_closed() && t.elapsed() < POOL_IDLE);
+            if list.len() < POOL_PER_ADDR {
+                list.push((sender, Instant::now()));
+            }
+        });
     }
 }
 
@@ -195,14 +211,11 @@ pub(crate) async fn connect(
             .handshake(TokioIo::new(stream))
             .await
             .map_err(handshake_err)?;
-        tokio::spawn(
-            async move {
-                if let Err(e) = conn.with_upgrades().await {
-                    tracing::debug!(error = %e, "upstream connection ended with an error");
-                }
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(error = %e, "upstream connection ended with an error");
             }
-            .in_current_span(),
-        );
+        });
         return Ok((Sender::H1(sender), addr));
     };
     let tls_stream = tls_connect(tls_settings, name, stream, timeout).await?;
@@ -215,14 +228,11 @@ pub(crate) async fn connect(
                 .handshake(io)
                 .await
                 .map_err(handshake_err)?;
-        tokio::spawn(
-            async move {
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "upstream h2 connection ended with an error");
-                }
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "upstream h2 connection ended with an error");
             }
-            .in_current_span(),
-        );
+        });
         Ok((Sender::H2(sender), addr))
     } else {
         let (sender, conn) = hyper::client::conn::http1::Builder::new()
@@ -230,14 +240,11 @@ pub(crate) async fn connect(
             .handshake(io)
             .await
             .map_err(handshake_err)?;
-        tokio::spawn(
-            async move {
-                if let Err(e) = conn.with_upgrades().await {
-                    tracing::debug!(error = %e, "upstream connection ended with an error");
-                }
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(error = %e, "upstream connection ended with an error");
             }
-            .in_current_span(),
-        );
+        });
         Ok((Sender::H1(sender), addr))
     }
 }

@@ -112,6 +112,16 @@ fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
+/// Starts a text stream of its own for a name or a comment: nothing an
+/// earlier entry left in the scanner (a UTF-16 byte-order mark, binary
+/// mode, an unfinished token) applies to it. A line break first, so a
+/// name that starts with `FF FE` is not read as UTF-16 (zip names are
+/// CP437 or UTF-8).
+fn fresh_text(sink: &mut Sink) -> Flow {
+    sink.restart(crate::taint::scan::Charset::Auto);
+    sink.text(b"\n")
+}
+
 /// The rest is raw, because of `reason`.
 fn unreadable(reason: impl Into<String>, held: Vec<u8>, from: usize) -> Step {
     Step::Raw {
@@ -150,7 +160,10 @@ impl<M: Member> Zip<M> {
             let state = self.state;
             match state {
                 State::Sig if self.gather(4, input, &mut i) => self.signature(i)?,
-                State::Local if self.gather(26, input, &mut i) => self.local(i)?,
+                State::Local if self.gather(26, input, &mut i) => {
+                    self.local(i)?;
+                    fresh_text(sink)?;
+                }
                 State::Extra if self.gather(self.entry.extra_len, input, &mut i) => {
                     self.start_entry(sink)
                 }
@@ -172,6 +185,7 @@ impl<M: Member> Zip<M> {
                         .sum();
                     self.buf.clear();
                     self.state = State::CentralText { left };
+                    fresh_text(sink)?;
                 }
                 State::Sig | State::Local | State::Extra | State::Descriptor | State::Central => {}
                 State::Name { left } | State::CentralText { left } => {

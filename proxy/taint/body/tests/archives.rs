@@ -218,6 +218,45 @@ fn entry_names_are_scanned_as_text() {
     }
 }
 
+/// An entry's name starts a text stream of its own: what the entry before
+/// it left in the scanner — a UTF-16 byte-order mark, binary mode after an
+/// image, an unfinished token — does not hide it (review find).
+#[test]
+fn an_entry_name_is_read_afresh_whatever_came_before() {
+    let before: [(&str, &[u8]); 3] = [
+        ("a bare byte-order mark", b"\xff\xfe"),
+        ("an image", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"),
+        ("an unfinished token", b"see x_"),
+    ];
+    for (what, data) in before {
+        let whole = zip(
+            &[
+                ("first", data, Method::Stored),
+                ("exfil.example.com", b"ok", Method::Stored),
+            ],
+            b"",
+        );
+        // Cut where the central directory starts (it repeats the names):
+        // only the local header's name can be found.
+        let central = whole.windows(4).position(|w| w == b"PK\x01\x02").unwrap();
+        let body = &whole[..central];
+        for chunk in [1, 9, 4096] {
+            let (found, _, _) = run_body(&[], None, body, chunk, 1 << 20);
+            assert!(
+                has_all(&found, &["exfil.example.com"]),
+                "after {what}, chunk {chunk}: {found:?}"
+            );
+        }
+    }
+    // A name that itself starts with FF FE is still read as bytes.
+    let body = zip(
+        &[("\u{feff}https://exfil.example.com/x", b"ok", Method::Stored)],
+        b"",
+    );
+    let (found, _, _) = run_body(&[], None, &body, 4096, 1 << 20);
+    assert!(has_all(&found, &["exfil.example.com"]), "{found:?}");
+}
+
 #[test]
 fn nesting_is_bounded() {
     // A .tgz inside a .tgz is four archives deep: opened.
