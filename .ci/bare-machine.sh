@@ -64,7 +64,7 @@ sysroot=$(rustc --print sysroot)
 step "in the container, as uid 1000, no network"
 podman run --name "$id" --rm --network none --user 1000:1000 \
   -e HOME=/home/u -e PATH=/home/u/.cargo/bin:/opt/rust/bin:/usr/bin:/bin \
-  -e CARGO_NET_OFFLINE=true -e CARGO_BUILD_JOBS=2 \
+  -e CARGO_NET_OFFLINE=true -e CARGO_BUILD_JOBS=2 -e CARGO_INCREMENTAL=0 \
   -v "$home:/home/u" -v "$sysroot:/opt/rust:ro" -w /home/u/sluice \
   "$img" bash -euo pipefail -c '
     for t in npm node git python3 chromium nft ip podman sudo; do
