@@ -16,7 +16,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioTimer;
 use tracing::Instrument;
 
-use crate::exchange::{self, task_gone, ConnCtx, Exchange, Row};
+use crate::exchange::{self, ConnCtx, Exchange, ReqCtx};
 use crate::intercept::Tunnel;
 use crate::log::Kind;
 use crate::policy::{self, target::parse_authority, Refusal, Rule, Target};
@@ -122,9 +122,9 @@ async fn handle_in_span(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Respon
     let live = ctx.shared.live();
     exchange::strip_sluice_headers(req.headers_mut());
     if req.method() == Method::CONNECT {
-        connect(ctx, &live, req, started).await
+        connect(ctx, live, req, started).await
     } else {
-        crate::forward::forward(ctx, &live, req, started).await
+        crate::forward::forward(ctx, live, req, started).await
     }
 }
 
@@ -132,13 +132,12 @@ async fn handle_in_span(ctx: Arc<ConnCtx>, mut req: Request<Incoming>) -> Respon
 /// then hand the client's stream to the tunnel's session.
 async fn connect(
     ctx: Arc<ConnCtx>,
-    live: &Arc<Live>,
+    live: Arc<Live>,
     req: Request<Incoming>,
     started: Instant,
 ) -> Response<ProxyBody> {
-    let snap = &*live.config;
     let raw = req.uri().authority().map(|a| a.as_str().to_string());
-    let mut ex = Exchange {
+    let ex = Exchange {
         kind: Kind::Connect,
         method: Method::CONNECT,
         host: raw.clone().unwrap_or_default(),
@@ -147,28 +146,33 @@ async fn connect(
         url: raw.clone().unwrap_or_else(|| req.uri().to_string()),
         body: true,
         started,
-        generation: snap.generation,
+        generation: 0,
         note: None,
         conn: ctx.id,
         addr: None,
     };
+    let mut cx = match ReqCtx::start(&ctx, live, ex) {
+        Ok(cx) => cx,
+        Err(refused) => return *refused,
+    };
     let target = match connect_target(&req, raw.as_deref()) {
         Ok(t) => t,
-        Err(r) => return ctx.refuse(&ex, r),
+        Err(r) => return cx.refuse(r),
     };
+    let ex = cx.ex_mut();
     ex.host = target.host.to_string();
     ex.port = target.port;
     ex.url = target.to_string();
-    let inside_tls = refusal_tls(&ctx, live, &target);
-    let tunnel = match plan_tunnel(&ctx, live, &req, target.clone(), ex).await {
+    let inside_tls = refusal_tls(&cx, &target);
+    let tunnel = match plan_tunnel(cx, &req, target.clone()).await {
         Ok(t) => t,
         // A refusal is said inside TLS; a failure (no answer from DNS or
         // the upstream) keeps the status line a client retries on.
-        Err((ex, r)) => match inside_tls {
+        Err((cx, r)) => match inside_tls {
             Some(server) if !r.rule.is_failure() => {
-                return refuse_inside_tls(ctx, live, req, ex, (server, target, r))
+                return refuse_inside_tls(cx, req, (server, target, r))
             }
-            _ => return ctx.refuse(&ex, r),
+            _ => return cx.refuse(r),
         },
     };
     let upgrade = hyper::upgrade::on(req);
@@ -194,10 +198,9 @@ async fn connect(
 /// Where a refused CONNECT is answered inside TLS: the task would
 /// intercept this target (a name, not passed through), so its client
 /// trusts sluice's CA for it.
-fn refusal_tls(ctx: &ConnCtx, live: &Live, target: &Target) -> Option<Arc<rustls::ServerConfig>> {
-    let snap = &*live.config;
-    let task = ctx.task_config(snap)?;
-    let tls = live.tls.clone();
+fn refusal_tls(cx: &ReqCtx, target: &Target) -> Option<Arc<rustls::ServerConfig>> {
+    let task = &cx.task;
+    let tls = cx.live.tls.clone();
     let intercepts = policy::intercepts(
         task.intercept == crate::config::Intercept::All,
         tls.server.is_some(),
@@ -213,23 +216,21 @@ fn refusal_tls(ctx: &ConnCtx, live: &Live, target: &Target) -> Option<Arc<rustls
 /// Logs the refusal as usual, answers the CONNECT with 200 and the
 /// request inside with the refusal (`intercept::Refused`).
 fn refuse_inside_tls(
-    ctx: Arc<ConnCtx>,
-    live: &Live,
+    mut cx: ReqCtx,
     req: Request<Incoming>,
-    mut ex: Exchange,
     (server, target, refusal): (Arc<rustls::ServerConfig>, Target, Refusal),
 ) -> Response<ProxyBody> {
-    let snap = &*live.config;
-    ex.note = Some(crate::log::REFUSED_INSIDE_TLS);
+    let limits = cx.snap().limits.clone();
+    let ctx = cx.conn.clone();
+    cx.ex_mut().note = Some(crate::log::REFUSED_INSIDE_TLS);
     // The row and the log line; the status-line answer is not sent.
-    drop(ctx.refuse(&ex, refusal.clone()));
+    drop(cx.refuse(refusal.clone()));
     let answer = crate::intercept::Refused {
         server,
         task: Arc::from(&*ctx.task.id),
         target,
         refusal,
     };
-    let limits = snap.limits.clone();
     let upgrade = hyper::upgrade::on(req);
     // The answer holds the connection's context, and with it its slot
     // under the task's cap, until it is sent: a refused tunnel counts like
@@ -268,18 +269,12 @@ fn connect_target(req: &Request<Incoming>, raw: Option<&str>) -> Result<Target, 
 /// intercepted tunnel carries nothing itself (each request inside is
 /// decided on its own); any other tunnel is opaque and carries a body.
 async fn plan_tunnel(
-    ctx: &Arc<ConnCtx>,
-    live: &Arc<Live>,
+    mut cx: ReqCtx,
     req: &Request<Incoming>,
     target: Target,
-    mut ex: Exchange,
-) -> Result<Tunnel, (Exchange, Refusal)> {
-    let snap = &*live.config;
-    let Some(task) = ctx.task_config(snap) else {
-        return Err((ex, task_gone()));
-    };
+) -> Result<Tunnel, (ReqCtx, Refusal)> {
     let hh = exchange::host_header(req.headers(), target.port);
-    let tls = live.tls.clone();
+    let (task, tls) = (&cx.task, &cx.live.tls);
     let intercept = policy::intercepts(
         task.intercept == crate::config::Intercept::All,
         tls.server.is_some(),
@@ -294,31 +289,31 @@ async fn plan_tunnel(
         path: None,
         content_type: None,
     };
-    let mut live = live.clone();
-    let verdict = exchange::admit_for(ctx, &mut live, task, &target, &hh, &ex, sent).await;
-    let snap = &*live.config;
+    let verdict = cx.admit(&target, &hh, sent).await;
     let (admission, verdict) = match verdict.split() {
         Ok(x) => x,
-        Err(r) => return Err((ex, r)),
+        Err(r) => return Err((cx, r)),
     };
-    ex.body = intercept.is_none();
+    cx.ex_mut().body = intercept.is_none();
     let dial_started = Instant::now();
-    let dialled = crate::upstream::dial(admission, snap.limits.connect_timeout).await;
+    let dialled = crate::upstream::dial(admission, cx.snap().limits.connect_timeout).await;
     let (upstream, addr) = match dialled {
         Ok(x) => x,
-        Err(e) => return Err((ex, e.refusal())),
+        Err(e) => return Err((cx, e.refusal())),
     };
-    ex.addr = Some(addr.addr());
-    ctx.task
+    cx.ex_mut().addr = Some(addr.addr());
+    cx.conn
+        .task
         .metrics
         .upstream_connect_seconds
         .observe(dial_started.elapsed().as_secs_f64());
+    cx.admitted(verdict);
     Ok(Tunnel {
         target,
         upstream,
         addr,
         // From here on, however the tunnel ends, its row is written.
-        row: Row::new(ctx.clone(), ex, verdict, 200),
+        row: cx.answered(200),
         intercept,
     })
 }

@@ -285,6 +285,12 @@ impl Shared {
     }
 }
 
+impl crate::taint::Now for Shared {
+    fn snapshot(&self) -> Arc<Snapshot> {
+        Shared::snapshot(self)
+    }
+}
+
 /// The file in a task's state folder that says what its allow-list is now
 /// (`host:port` a line), so `sluice report` can tell which tainted names
 /// the task may reach. Rewritten at start and on each reload; a failure

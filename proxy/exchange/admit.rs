@@ -1,15 +1,15 @@
-//! The decision pipeline shared by plain HTTP, CONNECT and intercepted
-//! requests ([`admit`]: name → resolve → addresses → taint, each step a
+//! The admit phase, shared by plain HTTP, CONNECT and intercepted
+//! requests ([`ReqCtx::admit`]: name → resolve → addresses → taint, each step a
 //! call into `policy`), ask mode's wait for a person, and the recheck of a
 //! connection that is already open.
 //!
 //! Must not: decide anything itself (it only gathers the facts `policy`
 //! needs), touch a client or upstream stream, or write rows but through
-//! [`super::Row`].
+//! the request's row.
 
 use std::sync::Arc;
 
-use super::{task_gone, ConnCtx, Exchange, Row};
+use super::{task_gone, ConnCtx, ReqCtx};
 use crate::config::TaskConfig;
 use crate::policy::{
     self, Admission, Facts, Host, HostHeader, Refusal, Resolution, Rule, Target, Verdict,
@@ -45,7 +45,7 @@ impl<'a> Sent<'a> {
 /// the decision after a person's answer is made under the snapshot in
 /// force then, and `live` is set to it, so the caller dials with the TLS
 /// settings and pools under the generation the request was admitted in.
-pub(crate) async fn admit(
+async fn admit(
     shared: &Shared,
     live: &mut Arc<Live>,
     runtime: &TaskRuntime,
@@ -117,32 +117,48 @@ pub(crate) async fn admit(
     }
 }
 
-/// [`admit`] for a client's request: in ask mode, a client that leaves
-/// while a person is asked still gets its row ([`Row::while_deciding`]).
-pub(crate) async fn admit_for(
-    ctx: &Arc<ConnCtx>,
-    live: &mut Arc<Live>,
-    task: &TaskConfig,
-    target: &Target,
-    host_header: &HostHeader,
-    ex: &Exchange,
-    sent: Sent<'_>,
-) -> Verdict<Admission> {
-    let waiting = Row::while_deciding(ctx, task, ex);
-    let verdict = admit(
-        &ctx.shared,
-        live,
-        &ctx.task,
-        task,
-        target,
-        host_header,
-        sent,
-    )
-    .await;
-    if let Some(w) = waiting {
-        w.disarm();
+impl ReqCtx {
+    /// The admit phase: decides on the request under the snapshot it
+    /// carries. In ask mode, the decision after a person's answer is made
+    /// under the snapshot in force then, and the context moves to it, so
+    /// the request dials with its TLS settings, pools under its generation
+    /// and is logged with it; a client that leaves while a person is asked
+    /// still gets its row (deny, 499, `client-left`).
+    pub(crate) async fn admit(
+        &mut self,
+        target: &Target,
+        host_header: &HostHeader,
+        sent: Sent<'_>,
+    ) -> Verdict<Admission> {
+        let asking = self.task.rules.allow_mode == policy::AllowMode::Ask;
+        if asking {
+            let why = Refusal::new(
+                Rule::NotAllowed,
+                format!(
+                    "the client left before sluice decided on {} (allow_mode = \"ask\": a person may have been asked)",
+                    self.ex().url
+                ),
+            );
+            self.row_mut().if_client_leaves(Verdict::Deny(why), None);
+        }
+        let conn = self.conn.clone();
+        let task = self.task.clone();
+        let verdict = admit(
+            &conn.shared,
+            &mut self.live,
+            &conn.task,
+            &task,
+            target,
+            host_header,
+            sent,
+        )
+        .await;
+        if asking {
+            self.row_mut().unarm();
+        }
+        self.moved_to_live();
+        verdict
     }
-    verdict
 }
 
 /// What a question is about.

@@ -83,9 +83,9 @@ impl ConnCtx {
         );
     }
 
-    /// Logs a refusal and builds its response.
-    pub(crate) fn refuse(&self, ex: &Exchange, refusal: Refusal) -> Response<ProxyBody> {
-        let status = refusal.rule.status();
+    /// Says a refusal on the console and builds its response (the row is
+    /// the caller's to write).
+    pub(crate) fn refusal(&self, ex: &Exchange, refusal: &Refusal) -> Response<ProxyBody> {
         let what = if refusal.rule.is_failure() {
             "could not reach"
         } else {
@@ -95,9 +95,39 @@ impl ConnCtx {
             method = %ex.method, url = %ex.url,
             rule = refusal.rule.as_str(), "{what}: {}", refusal.reason
         );
-        let response = respond::refusal(&self.task.id, ex.method.as_str(), &ex.url, &refusal);
+        respond::refusal(&self.task.id, ex.method.as_str(), &ex.url, refusal)
+    }
+
+    /// Refuses an exchange that has no open row: the console line, the
+    /// row, the response.
+    pub(crate) fn refuse(&self, ex: &Exchange, refusal: Refusal) -> Response<ProxyBody> {
+        let response = self.refusal(ex, &refusal);
+        let status = refusal.rule.status();
         self.record(ex, &Verdict::Deny(refusal), status, (0, 0));
         response
+    }
+
+    /// A recorder for what the response at `source` (served by
+    /// `served_by`) names, into this connection's task's taint set.
+    pub(crate) fn recorder(
+        &self,
+        task: &Arc<TaskConfig>,
+        source: Arc<str>,
+        served_by: Arc<str>,
+    ) -> crate::taint::Recorder {
+        let rt = &self.task;
+        let sink = crate::taint::TaskTaint {
+            id: rt.id.clone(),
+            store: rt.taint.clone(),
+            tunnels: rt.tunnels.clone(),
+            gauges: (
+                rt.metrics.taint_hosts.clone(),
+                rt.metrics.taint_overflow.clone(),
+            ),
+            log: self.shared.log.clone(),
+            now: self.shared.clone(),
+        };
+        crate::taint::Recorder::new(sink, task.clone(), source, served_by)
     }
 
     /// The task config this connection belongs to, in this snapshot.

@@ -5,15 +5,15 @@
 //! Must not: decide (a row records a verdict it is given) or write
 //! anything but through `log`.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
 use http::Method;
 
 use super::ConnCtx;
-use crate::config::TaskConfig;
 use crate::log::{AccessRecord, Kind, TaintedBy};
-use crate::policy::{self, Refusal, Rule, Verdict};
+use crate::policy::{Refusal, Verdict};
 use crate::state::{Shared, TaskRuntime};
 use crate::tunnel::RelayBytes;
 
@@ -92,9 +92,10 @@ pub(crate) fn write_row(
     m.bytes(bytes.0, bytes.1);
 }
 
-/// The access-log row of a tunnel, relay or streamed response that is
-/// still open. It is written exactly once: when dropped, so every way an
-/// exchange can end — finished, refused half-way, its task cancelled at
+/// The access-log row of an exchange that is still open — a request on
+/// its way, a tunnel, a relay, a streamed response. It is written at most
+/// once: when dropped, if armed, so every way an exchange can end —
+/// finished, refused half-way, its client gone, its task cancelled at
 /// shutdown — leaves its row.
 pub(crate) struct Row {
     ctx: Arc<ConnCtx>,
@@ -105,11 +106,16 @@ pub(crate) struct Row {
     counters: Option<RelayBytes>,
     /// Or fixed totals (up, down).
     pub(crate) bytes: (u64, u64),
-    /// Written when dropped (a [`Row::disarm`]ed row is not).
+    /// Written when dropped.
     armed: bool,
+    /// Written as what happens if the client leaves now: noted
+    /// `client-left` (status 499).
+    if_left: bool,
 }
 
 impl Row {
+    /// The row of an exchange with its verdict and the status its client
+    /// got: written when dropped.
     pub(crate) fn new(ctx: Arc<ConnCtx>, ex: Exchange, verdict: Verdict, status: u16) -> Row {
         Row {
             ctx,
@@ -119,55 +125,49 @@ impl Row {
             counters: None,
             bytes: (0, 0),
             armed: true,
+            if_left: false,
         }
     }
 
-    /// The row of a request on its way upstream: written (status 499,
-    /// note `client-left`) if the exchange ends before its response head
-    /// arrives, so a request that reached the upstream always has a row.
-    /// [`Row::disarm`] it once the response (or a refusal) takes over.
-    pub(crate) fn on_its_way(
-        ctx: Arc<ConnCtx>,
-        ex: &Exchange,
-        verdict: &Verdict,
-        up: Arc<std::sync::atomic::AtomicU64>,
-    ) -> Row {
-        let mut ex = ex.clone();
-        ex.note = Some(crate::log::CLIENT_LEFT);
-        let mut row = Row::new(ctx, ex, verdict.clone(), 499);
-        row.counters = Some(RelayBytes {
-            up,
-            ..RelayBytes::default()
-        });
+    /// The row of a request nothing has been decided for yet: not written
+    /// if the request ends now (nothing was decided or sent, nobody asked).
+    pub(crate) fn pending(ctx: Arc<ConnCtx>, ex: Exchange) -> Row {
+        let mut row = Row::new(ctx, ex, Verdict::Allow(()), 0);
+        row.armed = false;
         row
     }
 
-    /// In `allow_mode = "ask"` a request may wait on a person: if its
-    /// client leaves meanwhile, this row (deny, 499, `client-left`) says
-    /// so. `None` in other modes (nothing waits there).
-    pub(crate) fn while_deciding(
-        ctx: &Arc<ConnCtx>,
-        task: &TaskConfig,
-        ex: &Exchange,
-    ) -> Option<Row> {
-        if task.rules.allow_mode != policy::AllowMode::Ask {
-            return None;
-        }
-        let mut ex = ex.clone();
-        ex.note = Some(crate::log::CLIENT_LEFT);
-        let why = Refusal::new(
-            Rule::NotAllowed,
-            format!(
-                "the client left before sluice decided on {} (allow_mode = \"ask\": a person may have been asked)",
-                ex.url
-            ),
-        );
-        Some(Row::new(ctx.clone(), ex, Verdict::Deny(why), 499))
+    /// What the row says if the client leaves before its answer: this
+    /// verdict, status 499, noted `client-left`, with the bytes `up`
+    /// counts. A request on its way upstream is armed so (a request that
+    /// reached the upstream always has a row), as is one waiting on a
+    /// person in ask mode.
+    pub(crate) fn if_client_leaves(&mut self, verdict: Verdict, up: Option<Arc<AtomicU64>>) {
+        self.verdict = verdict;
+        self.status = 499;
+        self.counters = up.map(|up| RelayBytes {
+            up,
+            ..RelayBytes::default()
+        });
+        self.armed = true;
+        self.if_left = true;
     }
 
-    /// Not written after all: another row says what happened.
-    pub(crate) fn disarm(mut self) {
+    /// Back to [`Row::pending`]: the wait is over and nothing is decided
+    /// yet.
+    pub(crate) fn unarm(&mut self) {
         self.armed = false;
+        self.if_left = false;
+        self.counters = None;
+    }
+
+    /// The client got its answer, with this status: the row says what the
+    /// exchange did from here on (its bytes are counted by whoever relays).
+    pub(crate) fn answered(&mut self, status: u16) {
+        self.status = status;
+        self.counters = None;
+        self.armed = true;
+        self.if_left = false;
     }
 
     /// Logs the totals of these counters when the row is written.
@@ -180,10 +180,13 @@ impl Row {
         self.verdict = verdict;
     }
 
-    /// The exchange was refused after all (a recheck, a first byte).
+    /// The exchange was refused (by the pipeline, a recheck, a first
+    /// byte): the refusal's status and verdict.
     pub(crate) fn deny(&mut self, refusal: Refusal) {
         self.status = refusal.rule.status();
         self.verdict = Verdict::Deny(refusal);
+        self.armed = true;
+        self.if_left = false;
     }
 }
 
@@ -191,6 +194,9 @@ impl Drop for Row {
     fn drop(&mut self) {
         if !self.armed {
             return;
+        }
+        if self.if_left {
+            self.ex.note = Some(crate::log::CLIENT_LEFT);
         }
         let bytes = match &self.counters {
             Some(c) => (

@@ -12,9 +12,9 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
 use crate::config::TaskConfig;
-use crate::exchange::{ConnCtx, Row};
+use crate::exchange::Row;
 use crate::taint::body::BodyScanner;
-use crate::taint::scan::Named;
+use crate::taint::Recorder;
 
 use crate::upstream::{Pool, PoolKey, Sender};
 
@@ -69,7 +69,6 @@ impl Body for CountingBody {
 
 /// What to do when a relayed response ends.
 pub(super) struct Finish {
-    pub(super) ctx: Arc<ConnCtx>,
     /// Written when the response ends (or is dropped).
     pub(super) row: Row,
     pub(super) bytes_up: Arc<AtomicU64>,
@@ -81,27 +80,9 @@ pub(super) struct Finish {
 pub(super) struct Scan {
     pub(super) body: BodyScanner,
     pub(super) task: Arc<TaskConfig>,
-    /// The response URL without its query: the provenance of what it names.
-    pub(super) source: Arc<str>,
-    /// The host that served it (by default never tainted by itself).
-    pub(super) served_by: Arc<str>,
-    /// What it has tainted so far, and holds.
-    pub(super) tally: crate::exchange::Tally,
-}
-
-impl Scan {
-    /// Adds what this response named to the task's taint set (`pending`:
-    /// names in progress at the chunk's end, held until the next).
-    fn taint(&mut self, ctx: &ConnCtx, names: Vec<Named>, pending: Vec<Named>) {
-        let Scan {
-            task,
-            source,
-            served_by,
-            tally,
-            ..
-        } = self;
-        ctx.taint(task, tally, names, pending, source, served_by);
-    }
+    /// Where what it names goes: the task's taint set, with the response's
+    /// URL (without its query) as the provenance.
+    pub(super) record: Recorder,
 }
 
 /// A response body relayed to the client: scans it for host names before
@@ -189,10 +170,8 @@ impl RelayBody {
             return Ok(());
         };
         let fed = scan.body.feed(data);
-        if let Some(f) = self.finish.as_ref() {
-            if !fed.names.is_empty() || !fed.pending.is_empty() || scan.tally.holds() {
-                scan.taint(&f.ctx, fed.names, fed.pending);
-            }
+        if !fed.names.is_empty() || !fed.pending.is_empty() || scan.record.holds() {
+            scan.record.add(fed.names, fed.pending);
         }
         match fed.cut {
             None => Ok(()),
@@ -220,21 +199,21 @@ impl RelayBody {
 
     /// Trailers are headers too: scanned like the response's.
     fn scan_trailers(&mut self, trailers: &http::HeaderMap) {
-        if let (Some(scan), Some(f)) = (self.scan.as_mut(), self.finish.as_ref()) {
+        if let Some(scan) = self.scan.as_mut() {
             let hosts = super::scan_headers(trailers, None, scan.task.taint.by_owner.scan_hosts());
             if !hosts.is_empty() {
-                scan.taint(&f.ctx, hosts, Vec::new());
+                scan.record.add(hosts, Vec::new());
             }
         }
     }
 
     fn finish(&mut self, complete: bool) {
-        if let (Some(mut scan), Some(f)) = (self.scan.take(), self.finish.as_ref()) {
+        if let Some(mut scan) = self.scan.take() {
             let (hosts, skipped) = scan.body.finish();
-            scan.taint(&f.ctx, hosts, Vec::new());
-            f.ctx.taint_done(&mut scan.tally, &scan.source);
+            scan.record.add(hosts, Vec::new());
+            scan.record.done();
             if let Some(why) = skipped {
-                tracing::warn!(source = %scan.source, "taint scan: {why}");
+                tracing::warn!(source = %scan.record.source(), "taint scan: {why}");
             }
         }
         if let Some(mut f) = self.finish.take() {

@@ -1,42 +1,150 @@
-//! Sending an admitted request upstream: registering a request body like
-//! a tunnel (so a taint or reload cuts it), the pooled or fresh upstream
-//! connection, and draining a refused body. Must not decide: the recheck
-//! is `policy`'s, through `exchange`.
+//! The dial and send phase: an admitted request goes upstream — its body
+//! registered like a tunnel (so a taint or reload cuts it), on a pooled or
+//! fresh connection to exactly the checked addresses — and its response
+//! head comes back; and a refused body is drained. Must not decide: the
+//! recheck is `policy`'s, through `exchange`.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{header, Request, Response};
+use http::header::{self, HeaderValue};
+use http::{Request, Response, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 use tokio_util::sync::CancellationToken;
 
-use super::headers::shape_for;
+use super::body::CountingBody;
+use super::headers::{keep_upgrade, shape_for, strip_hop_by_hop};
 use super::Origin;
-use crate::exchange::{ConnCtx, Exchange};
+use crate::exchange::{ReqCtx, Sent};
 use crate::policy::{Admission, Refusal, Target, Verdict};
 use crate::state::TaskRuntime;
 use crate::tls::Tls;
-use crate::upstream::{connect, Pool, Sender, UpBody, UpstreamError};
+use crate::upstream::{connect, Sender, UpBody, UpstreamError};
+
+/// What the send phase is given: where to, the admission it dials under,
+/// the verdict the row will say, and what the request is.
+pub(super) struct Sending<'a> {
+    pub(super) target: &'a Target,
+    pub(super) origin: &'a Origin<'a>,
+    pub(super) admitted: Admission,
+    pub(super) verdict: Verdict,
+    pub(super) sent: Sent<'a>,
+}
+
+/// What came back: the response head, the connection it came on, and
+/// what the respond phase needs of the request.
+pub(super) struct Exchanged {
+    pub(super) resp: Response<Incoming>,
+    pub(super) sender: Sender,
+    pub(super) addr: SocketAddr,
+    /// Path and query sent upstream.
+    pub(super) path: String,
+    pub(super) client_version: Version,
+    /// The client's side of an upgrade, when one was asked for.
+    pub(super) client_upgrade: Option<OnUpgrade>,
+    /// Request-body bytes sent.
+    pub(super) bytes_up: Arc<AtomicU64>,
+}
+
+/// The dial and send phase: the request (minus what one hop may not pass
+/// on) goes upstream on a pooled or fresh connection to exactly the
+/// admitted addresses, its body registered like a tunnel so a later taint
+/// or reload cuts it. From the first byte sent, the request has a row
+/// ([`ReqCtx::on_its_way`]). Waits at most `first_byte_timeout` for the
+/// response head.
+pub(super) async fn send(
+    cx: &mut ReqCtx,
+    s: Sending<'_>,
+    mut req: Request<Incoming>,
+) -> Result<Exchanged, Refusal> {
+    let upgrade = keep_upgrade(req.headers_mut());
+    let client_version = req.version();
+    let (mut parts, incoming) = req.into_parts();
+    let client_upgrade = upgrade.then(|| {
+        // hyper hands out the client's upgrade through the extensions.
+        let mut r = Request::new(());
+        *r.extensions_mut() = std::mem::take(&mut parts.extensions);
+        hyper::upgrade::on(r)
+    });
+    let carries = s.sent.body && !upgrade;
+    let revoked = match register_body(cx, s.target, &s.admitted, carries, s.sent) {
+        Ok(r) => r,
+        Err(r) => {
+            drain(Request::from_parts(parts, incoming)).await;
+            return Err(r);
+        }
+    };
+    let bytes_up = Arc::new(AtomicU64::new(0));
+    let up_body = CountingBody {
+        inner: incoming,
+        counter: bytes_up.clone(),
+        revoked,
+    }
+    .boxed();
+    let path = path_and_query(&parts.uri);
+    let authority = authority_for(s.target, s.origin.scheme);
+    let up_req = upstream_request(parts, up_body, &authority, upgrade);
+    cx.on_its_way(s.verdict, bytes_up.clone());
+    let snap = cx.snap();
+    let up = Upstream {
+        task: &cx.conn.task,
+        tls: &cx.live.tls,
+        path: &path,
+        authority: &authority,
+        timeout: snap.limits.connect_timeout,
+        generation: snap.generation,
+    };
+    let first_byte = snap.limits.first_byte_timeout;
+    let sent_at = Instant::now();
+    let sending = send_on(&up, s.admitted, s.origin, up_req, upgrade);
+    let (resp, sender, addr) = match tokio::time::timeout(first_byte, sending).await {
+        Ok(r) => r.map_err(|e| e.refusal())?,
+        Err(_) => {
+            let late = UpstreamError::FirstByteTimeout {
+                target: s.target.to_string(),
+                secs: first_byte.as_secs(),
+            };
+            return Err(late.refusal());
+        }
+    };
+    cx.ex_mut().addr = Some(addr);
+    cx.conn
+        .task
+        .metrics
+        .first_byte_seconds
+        .observe(sent_at.elapsed().as_secs_f64());
+    Ok(Exchanged {
+        resp,
+        sender,
+        addr,
+        path,
+        client_version,
+        client_upgrade,
+        bytes_up,
+    })
+}
 
 /// A body registers like a tunnel, then policy is asked again: a taint or
 /// reload that landed since `admit` is not missed, and one that lands
 /// while it streams cuts it (see `CountingBody`).
-pub(super) fn register_body(
-    ctx: &Arc<ConnCtx>,
-    ex: &Exchange,
+fn register_body(
+    cx: &ReqCtx,
     target: &Target,
     admitted: &Admission,
     carries_body: bool,
-    sent: crate::exchange::Sent<'_>,
+    sent: Sent<'_>,
 ) -> Result<Option<(crate::taint::OwnedTunnelGuard, CancellationToken)>, Refusal> {
     let Some(addr) = admitted.addrs().first().filter(|_| carries_body) else {
         return Ok(None);
     };
+    let ctx = &cx.conn;
     let stop = ctx.shared.hard_stop.child_token();
-    let path = ex.path.as_deref().unwrap_or("/");
-    let taint = ctx.taint_applies(&ex.host, sent);
+    let path = sent.path.unwrap_or("/");
+    let taint = ctx.taint_applies(&cx.ex().host, sent);
     let guard = ctx
         .task
         .tunnels
@@ -45,6 +153,44 @@ pub(super) fn register_body(
         return Err(r);
     }
     Ok(Some((guard, stop)))
+}
+
+/// The request's path and query, as sent upstream (`/` when it has none).
+fn path_and_query(uri: &http::Uri) -> String {
+    uri.path_and_query()
+        .map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string())
+}
+
+/// The Host an upstream is sent: the port only when it is not the
+/// scheme's default.
+fn authority_for(target: &Target, scheme: &str) -> String {
+    if target.port == if scheme == "https" { 443 } else { 80 } {
+        target.host.to_string()
+    } else {
+        target.to_string()
+    }
+}
+
+/// The request sent upstream: the client's, minus what one hop may not
+/// pass on; 100-continue is answered by sluice once upstream is connected.
+fn upstream_request(
+    parts: http::request::Parts,
+    body: UpBody,
+    authority: &str,
+    upgrade: bool,
+) -> Request<UpBody> {
+    let mut headers = parts.headers;
+    strip_hop_by_hop(&mut headers, upgrade);
+    headers.remove(header::EXPECT);
+    if !headers.contains_key(header::HOST) {
+        if let Ok(v) = HeaderValue::from_str(authority) {
+            headers.insert(header::HOST, v);
+        }
+    }
+    let mut up_req = Request::new(body);
+    *up_req.method_mut() = parts.method;
+    *up_req.headers_mut() = headers;
+    up_req
 }
 
 /// Reads and discards a small refused request body, so that the client
@@ -69,29 +215,29 @@ pub(super) async fn drain(req: Request<Incoming>) {
 
 /// Where and how a request is sent: the task's pool and metrics, the
 /// TLS settings, the request's path and authority, the connect timeout.
-pub(super) struct Upstream<'a> {
-    pub(super) task: &'a TaskRuntime,
-    pub(super) pool: &'a Arc<Pool>,
-    /// Loaded only when a fresh connection is dialled.
-    pub(super) tls: &'a Arc<Tls>,
-    pub(super) path: &'a str,
-    pub(super) authority: &'a str,
-    pub(super) timeout: Duration,
+struct Upstream<'a> {
+    task: &'a TaskRuntime,
+    /// Used only when a fresh connection is dialled.
+    tls: &'a Arc<Tls>,
+    path: &'a str,
+    authority: &'a str,
+    timeout: Duration,
     /// The config generation the request was admitted under (pool key).
-    pub(super) generation: u64,
+    generation: u64,
 }
 
 /// Sends on a pooled connection, or a fresh one. A request that a pooled
 /// connection could not even start sending (it closed meanwhile) is
 /// retried once on a fresh connection.
-pub(super) async fn send(
+async fn send_on(
     up: &Upstream<'_>,
     admitted: Admission,
     origin: &Origin<'_>,
     req: Request<UpBody>,
     fresh_only: bool,
 ) -> Result<(Response<Incoming>, Sender, SocketAddr), UpstreamError> {
-    let (path, authority, pool, task) = (up.path, up.authority, up.pool, up.task);
+    let (path, authority, task) = (up.path, up.authority, up.task);
+    let pool = &task.pool;
     let mut req = req;
     if !fresh_only {
         if let Some((mut sender, addr)) = pool.take(admitted.addrs(), &origin.tls, up.generation) {

@@ -26,10 +26,10 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
 use super::body::Scan;
-use crate::config::TaskConfig;
-use crate::exchange::{ConnCtx, Row, Tally};
+use crate::exchange::{ConnCtx, Row};
 use crate::policy::{Refusal, Target, Verdict};
 use crate::taint::ws::{Unscannable, UpgradeScanner};
+use crate::taint::Recorder;
 use crate::tunnel::{self, RelayBytes, RelayEnd};
 
 /// An exchange that switched protocols, ready to relay.
@@ -70,7 +70,7 @@ impl Upgraded {
                     _ => Ok(()),
                 };
                 if let Some(scan) = scan.as_mut() {
-                    scan.finish(&self.ctx);
+                    scan.finish();
                     if scan.failed {
                         self.row.ex.note = Some(crate::log::UNSCANNABLE);
                     }
@@ -113,7 +113,7 @@ impl Upgraded {
             None => tunnel::relay(client, upstream, bytes, self.idle, &stop).await,
             Some(scan) if scan.failed => RelayEnd::Refused,
             Some(scan) => {
-                let mut inspect = |chunk: &[u8]| scan.inspect(ctx, chunk);
+                let mut inspect = |chunk: &[u8]| scan.inspect(chunk);
                 let (idle, stop) = (self.idle, &stop);
                 tunnel::relay_inspected(client, upstream, bytes, idle, stop, &mut inspect).await
             }
@@ -132,11 +132,9 @@ impl Upgraded {
 /// what it names to the task's taint set.
 pub(super) struct DownScan {
     scanner: Option<UpgradeScanner>,
-    task: Arc<TaskConfig>,
-    /// The upgrade request's URL without its query: the provenance.
-    source: Arc<str>,
-    served_by: Arc<str>,
-    tally: Tally,
+    /// Where what it names goes (the upgrade request's URL is the
+    /// provenance).
+    record: Recorder,
     /// The upstream sent what could not be scanned: the relay closed.
     failed: bool,
 }
@@ -147,13 +145,7 @@ impl DownScan {
     /// as a raw stream. `scan` is the exchange's (its headers already
     /// scanned). An extension that cannot be read fails it at once.
     pub(super) fn for_switch(scan: Scan, headers: &HeaderMap) -> DownScan {
-        let Scan {
-            task,
-            source,
-            served_by,
-            tally,
-            ..
-        } = scan;
+        let Scan { task, record, .. } = scan;
         let limit = task.taint.max_scan_bytes;
         let owners = task.taint.by_owner.scan_hosts();
         let websocket = headers
@@ -173,10 +165,7 @@ impl DownScan {
         };
         let mut scan = DownScan {
             scanner: None,
-            task,
-            source,
-            served_by,
-            tally,
+            record,
             failed: false,
         };
         match scanner {
@@ -189,22 +178,14 @@ impl DownScan {
     /// Scans a chunk from upstream and taints what it names, before the
     /// client gets it. False: it could not be scanned, and must not be
     /// relayed.
-    fn inspect(&mut self, ctx: &ConnCtx, chunk: &[u8]) -> bool {
+    fn inspect(&mut self, chunk: &[u8]) -> bool {
         let Some(scanner) = self.scanner.as_mut() else {
             return false;
         };
         match scanner.feed(chunk) {
             Ok(fed) => {
-                if !fed.names.is_empty() || !fed.pending.is_empty() || self.tally.holds() {
-                    let (task, source) = (&self.task, &self.source);
-                    ctx.taint(
-                        task,
-                        &mut self.tally,
-                        fed.names,
-                        fed.pending,
-                        source,
-                        &self.served_by,
-                    );
+                if !fed.names.is_empty() || !fed.pending.is_empty() || self.record.holds() {
+                    self.record.add(fed.names, fed.pending);
                 }
                 true
             }
@@ -218,27 +199,19 @@ impl DownScan {
     fn fail(&mut self, why: &Unscannable) {
         self.failed = true;
         self.scanner = None;
-        tracing::warn!(source = %self.source,
+        tracing::warn!(source = %self.record.source(),
             "upgraded connection closed: the upstream sent {why}; sluice relays only what it can scan");
     }
 
     /// The relay ended: the names of a message cut off, then what it held
     /// is let go.
-    fn finish(&mut self, ctx: &ConnCtx) {
+    fn finish(&mut self) {
         if let Some(mut scanner) = self.scanner.take() {
             let names = scanner.finish();
-            if !names.is_empty() || self.tally.holds() {
-                let (task, source) = (&self.task, &self.source);
-                ctx.taint(
-                    task,
-                    &mut self.tally,
-                    names,
-                    Vec::new(),
-                    source,
-                    &self.served_by,
-                );
+            if !names.is_empty() || self.record.holds() {
+                self.record.add(names, Vec::new());
             }
         }
-        ctx.taint_done(&mut self.tally, &self.source);
+        self.record.done();
     }
 }

@@ -17,7 +17,7 @@ use tokio_rustls::LazyConfigAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::exchange::{self, ConnCtx, Exchange};
+use crate::exchange::{self, ConnCtx, Exchange, ReqCtx};
 use crate::forward::{self, Origin};
 use crate::log::Kind;
 use crate::policy::target::parse_authority;
@@ -204,8 +204,6 @@ impl Session {
     async fn request(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
         let ctx = &self.ctx;
         let target = &*self.target;
-        let live = ctx.shared.live();
-        let snap = &*live.config;
         exchange::strip_sluice_headers(req.headers_mut());
         let path = req.uri().path().to_string();
         let ex = Exchange {
@@ -217,13 +215,14 @@ impl Session {
             url: forward::source_url(self.scheme.as_str(), target, &path),
             body: exchange::carries_body(req.headers()),
             started: Instant::now(),
-            generation: snap.generation,
+            generation: 0,
             note: None,
             conn: ctx.id,
             addr: None,
         };
-        let Some(task) = ctx.task_config(snap) else {
-            return ctx.refuse(&ex, exchange::task_gone());
+        let cx = match ReqCtx::start(ctx, ctx.shared.live(), ex) {
+            Ok(cx) => cx,
+            Err(refused) => return *refused,
         };
         // An absolute-form request (or HTTP/2 :authority) naming another
         // authority is a mismatch, as is a Host header that differs.
@@ -234,7 +233,7 @@ impl Session {
             .map(|a| (a.as_str(), parse_authority(a.as_str(), Some(default_port))));
         let is_connect = req.method() == Method::CONNECT;
         if let Err(r) = policy::decide_inner(target, is_connect, authority) {
-            return ctx.refuse(&ex, r);
+            return cx.refuse(r);
         }
         // HTTP/2 clients usually send no Host: the authority was checked above.
         let host_header = exchange::host_header(req.headers(), default_port);
@@ -246,12 +245,6 @@ impl Session {
             },
             spare: Some(&self.spare),
         };
-        let out = forward::Outbound {
-            task,
-            target,
-            host_header,
-            ex,
-        };
-        forward::relay(ctx.clone(), &live, out, origin, req).await
+        forward::relay(cx, target, host_header, origin, req).await
     }
 }

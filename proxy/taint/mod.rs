@@ -4,15 +4,18 @@
 //! and bounds the work, [`ws`] reads what an upgraded connection's
 //! upstream sends (WebSocket frames and messages) for the scanner, [`TaintStore`] keeps each task's set with its
 //! provenance, bounded by `max_hosts`, persisted to `taint.jsonl` and
-//! reloaded on start. [`TunnelRegistry`] lets a new taint close opaque
-//! tunnels to that host. Decisions stay in `policy`: this module only
+//! reloaded on start. [`Recorder`] adds what one response names to its
+//! task's set (the interface response relays call). [`TunnelRegistry`]
+//! lets a new taint close opaque tunnels to that host. Decisions stay in `policy`: this module only
 //! answers "is this host tainted, and by what?".
 
 pub(crate) mod body;
+mod record;
 pub(crate) mod scan;
 mod store;
 pub(crate) mod ws;
 
+pub(crate) use record::{Now, Recorder, TaskTaint};
 pub(crate) use store::{Inserted, TaintStore};
 
 use std::collections::HashMap;

@@ -1,0 +1,121 @@
+//! The respond phase: the upstream's response head is scanned, cleaned of
+//! hop-by-hop headers and answered; the request's context becomes its row,
+//! handed to what relays the rest — the body ([`RelayBody`]: scanned chunk
+//! by chunk, the connection pooled again when it ends) or, after a 101,
+//! the upgraded connection ([`upgrade::Upgraded`]). That relay writes the
+//! row when the exchange ends.
+//!
+//! Must not decide, or read a chunk itself (`body`, `upgrade` do).
+
+use std::sync::Arc;
+
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
+
+use super::body::{self, Finish, RelayBody, Scan};
+use super::headers::{body_scanner, scan_headers, source_url, strip_hop_by_hop};
+use super::send::Exchanged;
+use super::{upgrade, Origin};
+use crate::exchange::ReqCtx;
+use crate::policy::{TaintMode, Target};
+use crate::respond::{self, ProxyBody};
+use crate::taint::body::memory::Memory;
+use crate::upstream::PoolKey;
+
+/// Answers the client with the upstream's response, relayed as it
+/// streams; the row goes with the relay.
+pub(super) fn respond(
+    cx: ReqCtx,
+    target: &Target,
+    origin: &Origin<'_>,
+    x: Exchanged,
+) -> Response<ProxyBody> {
+    let (mut rparts, rbody) = x.resp.into_parts();
+    // Each hop speaks its own protocol: an HTTP/1.0 or HTTP/2 upstream does
+    // not change what the client speaks.
+    rparts.version = x.client_version;
+    let scan = scan_for(&cx, target, origin, &x.path, &rparts);
+    let switching = rparts.status == StatusCode::SWITCHING_PROTOCOLS;
+    let upgrade = x.client_upgrade.is_some();
+    strip_hop_by_hop(&mut rparts.headers, switching && upgrade);
+    let (conn, generation) = (cx.conn.clone(), cx.snap().generation);
+    let limits = cx.snap().limits.clone();
+    let row = cx.answered(rparts.status.as_u16());
+    if let (true, Some(client_upgrade)) = (switching, x.client_upgrade) {
+        // hyper hands out the upgraded upstream connection through the
+        // response's extensions.
+        let mut holder = Response::new(());
+        *holder.extensions_mut() = std::mem::take(&mut rparts.extensions);
+        // Read as the client will read it: the headers it gets.
+        let scan = scan.map(|s| upgrade::DownScan::for_switch(s, &rparts.headers));
+        let relay = upgrade::Upgraded {
+            ctx: conn,
+            target: target.clone(),
+            addr: x.addr,
+            idle: limits.tunnel_idle_timeout,
+            row,
+            bytes_up: x.bytes_up,
+            scan,
+        };
+        relay.spawn(client_upgrade, hyper::upgrade::on(holder));
+        drop(x.sender);
+        return Response::from_parts(rparts, respond::empty());
+    }
+    let relay = RelayBody {
+        inner: rbody,
+        bytes_down: 0,
+        since_yield: 0,
+        stall: body::Stall::new(limits.first_byte_timeout),
+        scan,
+        finish: Some(Finish {
+            row,
+            bytes_up: x.bytes_up,
+            reuse: (!upgrade).then(|| {
+                let key = PoolKey {
+                    addr: x.addr,
+                    tls: origin.tls.clone(),
+                    generation,
+                };
+                (conn.task.pool.clone(), key, x.sender)
+            }),
+        }),
+    };
+    Response::from_parts(rparts, relay.boxed())
+}
+
+/// How the response is scanned (none when the task's taint is off): its
+/// head now, into the recorder the body or upgrade relay then feeds.
+fn scan_for(
+    cx: &ReqCtx,
+    target: &Target,
+    origin: &Origin<'_>,
+    path: &str,
+    rparts: &http::response::Parts,
+) -> Option<Scan> {
+    let task = &cx.task;
+    if task.taint.mode == TaintMode::Off {
+        return None;
+    }
+    let path = path.split('?').next().unwrap_or("/");
+    let source: Arc<str> = source_url(origin.scheme, target, path).into();
+    let served_by: Arc<str> = target.host.to_string().into();
+    let owners = task.taint.by_owner.scan_hosts();
+    let reason = rparts
+        .extensions
+        .get::<hyper::ext::ReasonPhrase>()
+        .map(hyper::ext::ReasonPhrase::as_bytes);
+    let named = scan_headers(&rparts.headers, reason, owners.clone());
+    let mut record = cx.conn.recorder(task, source, served_by);
+    if !named.is_empty() {
+        record.add(named, Vec::new());
+    }
+    let memory = Memory {
+        task: cx.conn.task.decoder_memory.clone(),
+        total: cx.conn.shared.decoder_memory.clone(),
+    };
+    Some(Scan {
+        body: body_scanner(&rparts.headers, task.taint.max_scan_bytes, owners).with_memory(memory),
+        task: task.clone(),
+        record,
+    })
+}
