@@ -16,8 +16,9 @@
 //! - `intercept`: inside a CONNECT tunnel: the first bytes, TLS
 //!   termination, plain HTTP, or the opaque relay.
 //! - `forward`: relay one admitted HTTP request and its scanned response.
-//! - `exchange`: the connection context, the decision pipeline
-//!   (`admit`), the one writer of access-log rows, taint insertion.
+//! - `exchange`: the connection context, one request's context
+//!   (`ReqCtx`), the decision pipeline (`admit`), the one writer of
+//!   access-log rows.
 //! - `state`: the live state every connection reads; `ask`: the
 //!   questions `allow_mode = "ask"` puts to a person, and the grants.
 //! - `upstream`: dial checked addresses, verified TLS, pooled upstream
@@ -25,7 +26,8 @@
 //! - `tunnel`: client byte streams and relaying bytes both ways;
 //!   `splice`: the kernel relay.
 //! - `tls`: the CA and TLS settings.
-//! - `taint`: scan responses for host names; the per-task taint set.
+//! - `taint`: scan responses for host names; the per-task taint set;
+//!   recording what a response names (`Recorder`).
 //! - `log`, `metrics`, `respond`, `dns`: the access log, the
 //!   Prometheus families, refusal responses, resolution.
 //! - `policy`: every decision, as pure functions. `config`: TOML →
@@ -46,6 +48,7 @@ mod admin;
 mod ask;
 mod cli;
 mod clientenv;
+mod command_error;
 mod config;
 mod conn;
 mod console;

@@ -9,7 +9,15 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "commands",
-        &["main", "cli", "report", "guest_relay", "clientenv", "exec"],
+        &[
+            "main",
+            "cli",
+            "report",
+            "guest_relay",
+            "clientenv",
+            "exec",
+            "command_error",
+        ],
     ),
     ("wiring", &["server", "admin", "reload"]),
     ("connections", &["accept", "conn"]),

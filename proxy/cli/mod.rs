@@ -261,9 +261,16 @@ pub(crate) fn execute(cli: Cli) -> ExitCode {
             task,
             proxy,
             shell,
-        } => printed(
-            client_env(config.as_deref(), task.as_deref(), proxy).map(|env| env.render(shell)),
-        ),
+        } => match client_env(config.as_deref(), task.as_deref(), proxy) {
+            Ok(env) => {
+                out(&env.render(shell));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        },
         Command::Forward { listen, to } => {
             let parsed = crate::guest_relay::parse(&listen)
                 .and_then(|l| crate::guest_relay::parse(&to).map(|t| (l, t)));

@@ -29,7 +29,7 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
         Err(e) => return fail(1, e),
     };
     if let Err(e) = crate::report::check_state(&dir, task) {
-        return fail(1, e);
+        return fail(e.exit_code(), e);
     }
     let since = match o
         .since
@@ -38,7 +38,7 @@ pub(super) fn report(state: &StateArgs, task: Option<&str>, o: ReportOutput) -> 
         .transpose()
     {
         Ok(s) => s,
-        Err(e) => return fail(2, e),
+        Err(e) => return fail(e.exit_code(), e),
     };
     let since = since.as_deref();
     eprintln!("sluice: report of {}", dir.display());

@@ -13,6 +13,7 @@
 //! before the mount namespace is proven new, or decide anything about
 //! traffic (sluice, outside, does).
 
+use crate::command_error::{CommandError, Doing};
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -28,7 +29,7 @@ use super::transparent::{self, Names};
 use super::{Options, MARKER, RELAY_PORT, TRANSPARENT_PORT};
 
 /// What the command's environment says: `sluice env` for the relay inside.
-pub(crate) fn client_env(task: &TaskConfig, state: &Path) -> Result<Env, String> {
+pub(crate) fn client_env(task: &TaskConfig, state: &Path) -> Result<Env, CommandError> {
     let ca = (task.intercept == Intercept::All).then(|| {
         (
             crate::tls::ca::cert_path(state).display().to_string(),
@@ -52,7 +53,7 @@ pub(crate) async fn spawn(
     o: &Options,
     task: &TaskConfig,
     state: &Path,
-) -> Result<ExitStatus, String> {
+) -> Result<ExitStatus, CommandError> {
     let socket = state.join("exec.sock");
     let env = client_env(task, state)?;
     let mut cmd = tokio::process::Command::new(SELF_EXE);
@@ -84,8 +85,9 @@ pub(crate) async fn spawn(
     // dies with that thread (its parent-death signal).
     let mut child = cmd
         .spawn()
-        .map_err(|e| format!("cannot start sluice exec-guest: {e}; the command was not run"))?;
-    relay.wait(&mut child).await.map_err(|e| e.to_string())
+        .doing(|| "cannot start sluice exec-guest")
+        .map_err(CommandError::not_run)?;
+    relay.wait(&mut child).await.doing(|| "lost the guest")
 }
 
 /// The host names a task's allow-list names (for the transparent DNS).
@@ -139,10 +141,10 @@ pub(crate) fn main(a: GuestArgs) -> ExitCode {
     // user, nested namespace) can then neither ptrace this process nor
     // open its files through /proc.
     let state = rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
-        .map_err(|e| format!("cannot tie the guest to sluice: {e}"))
+        .doing(|| "cannot tie the guest to sluice")
         .and_then(|()| {
             rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
-                .map_err(|e| format!("cannot make the guest undumpable: {e}"))
+                .doing(|| "cannot make the guest undumpable")
         })
         .and_then(|()| {
             let pid = rustix::process::getpid().as_raw_nonzero().get();
@@ -152,28 +154,19 @@ pub(crate) fn main(a: GuestArgs) -> ExitCode {
         .and_then(|()| isolate(&a))
         .and_then(|()| read_only_kernel())
         .and_then(|()| hide_state(&a.state));
-    let state = match state {
-        Ok(fd) => fd,
-        Err(e) => {
-            eprintln!("sluice exec: {e}; the command was not run");
-            return ExitCode::from(1);
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("sluice exec: {e}; the command was not run");
-            return ExitCode::from(1);
-        }
-    };
-    match rt.block_on(relay_and_run(&a, state)) {
+    let ran = state.map_err(CommandError::not_run).and_then(|state| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .doing(|| "cannot start")
+            .map_err(CommandError::not_run)?;
+        rt.block_on(relay_and_run(&a, state))
+    });
+    match ran {
         Ok(status) => super::exit_code(status),
-        Err((code, e)) => {
+        Err(e) => {
             eprintln!("sluice exec: {e}");
-            ExitCode::from(code)
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -184,9 +177,10 @@ pub(crate) fn main(a: GuestArgs) -> ExitCode {
 /// waits for it, passing signals on.
 fn first_stage() -> ExitCode {
     use nix::sched::CloneFlags;
-    let fail = |e: String| {
-        eprintln!("sluice exec: {e}; the command was not run");
-        ExitCode::from(1)
+    let fail = |e: CommandError| {
+        let e = e.not_run();
+        eprintln!("sluice exec: {e}");
+        ExitCode::from(e.exit_code())
     };
     let sluice = rustix::process::getppid();
     // Dies with sluice: a `kill -9` of sluice ends the sandbox too. Set
@@ -195,20 +189,20 @@ fn first_stage() -> ExitCode {
         ns::enter(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWPID)
             .and_then(|()| {
                 rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
-                    .map_err(|e| format!("cannot tie the guest to sluice: {e}"))
+                    .doing(|| "cannot tie the guest to sluice")
             });
     if let Err(e) = made {
         return fail(e);
     }
     if rustix::process::getppid() != sluice {
-        return fail("sluice is gone".into());
+        return fail(CommandError::refused("sluice is gone"));
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return fail(e.to_string()),
+        Err(e) => return fail(Err::<(), _>(e).doing(|| "cannot start").unwrap_err()),
     };
     // The second stage gets this stage's arguments, and `--inside`.
     let args: Vec<OsString> = std::env::args_os()
@@ -221,8 +215,8 @@ fn first_stage() -> ExitCode {
             .args(["exec-guest", "--inside"])
             .args(args)
             .spawn()
-            .map_err(|e| format!("cannot start the guest: {e}"))?;
-        relay.wait(&mut child).await.map_err(|e| e.to_string())
+            .doing(|| "cannot start the guest")?;
+        relay.wait(&mut child).await.doing(|| "lost the guest")
     });
     match status {
         Ok(status) => super::exit_code(status),
@@ -231,17 +225,17 @@ fn first_stage() -> ExitCode {
 }
 
 /// Runs a setup command; its failure is the sandbox's.
-fn setup(program: &str, args: &[&str]) -> Result<String, String> {
+fn setup(program: &str, args: &[&str]) -> Result<String, CommandError> {
     let out = std::process::Command::new(program)
         .args(args)
         .output()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
+        .doing(|| format!("cannot run {program}"))?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(CommandError::refused(format!(
             "`{program} {}` failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        )));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -260,14 +254,14 @@ fn interfaces(dev: &str) -> Vec<&str> {
 /// reading the kernel's list, not a tool's; with `--transparent`, routes
 /// everything to `lo`, redirects all TCP to the relay, and points the
 /// resolver at the responder here.
-fn isolate(a: &GuestArgs) -> Result<(), String> {
+fn isolate(a: &GuestArgs) -> Result<(), CommandError> {
     setup("ip", &["link", "set", "lo", "up"])?;
-    let dev = std::fs::read_to_string("/proc/self/net/dev")
-        .map_err(|e| format!("cannot read /proc/self/net/dev: {e}"))?;
+    let dev =
+        std::fs::read_to_string("/proc/self/net/dev").doing(|| "cannot read /proc/self/net/dev")?;
     if let Some(other) = interfaces(&dev).into_iter().find(|i| *i != "lo") {
-        return Err(format!(
+        return Err(CommandError::NotIsolated(format!(
             "the namespace has an interface besides lo: {other}"
-        ));
+        )));
     }
     if a.transparent {
         // With no `src`, a socket routed this way gets 0.0.0.0 as its own
@@ -281,16 +275,16 @@ fn isolate(a: &GuestArgs) -> Result<(), String> {
             "table ip sluice_exec {{\n  chain out {{\n    type nat hook output priority -100;\n    \
              ip daddr != 127.0.0.0/8 meta l4proto tcp redirect to :{TRANSPARENT_PORT}\n  }}\n}}\n"
         );
-        std::fs::write(&rules, ruleset).map_err(|e| e.to_string())?;
+        std::fs::write(&rules, ruleset).doing(|| format!("cannot write {}", rules.display()))?;
         setup("nft", &["-f", &rules.to_string_lossy()])?;
         let resolv = a.state.join("exec-resolv.conf");
         std::fs::write(
             &resolv,
             "nameserver 127.0.0.1\noptions attempts:1 timeout:2\n",
         )
-        .map_err(|e| e.to_string())?;
+        .doing(|| format!("cannot write {}", resolv.display()))?;
         rustix::mount::mount_bind(&resolv, "/etc/resolv.conf")
-            .map_err(|e| format!("cannot cover /etc/resolv.conf: {e}"))?;
+            .doing(|| "cannot cover /etc/resolv.conf")?;
     }
     Ok(())
 }
@@ -298,7 +292,7 @@ fn isolate(a: &GuestArgs) -> Result<(), String> {
 /// Kernel settings the command must not write: a root outside is root
 /// inside too (for file permissions), and `core_pattern` or
 /// `sysrq-trigger` would act on the whole machine.
-fn read_only_kernel() -> Result<(), String> {
+fn read_only_kernel() -> Result<(), CommandError> {
     use rustix::mount::{mount_bind, mount_bind_recursive, mount_remount, MountFlags};
     for path in ["/proc/sys", "/proc/sysrq-trigger", "/sys"] {
         if !Path::new(path).exists() {
@@ -311,7 +305,7 @@ fn read_only_kernel() -> Result<(), String> {
         };
         bound
             .and_then(|()| mount_remount(path, MountFlags::BIND | MountFlags::RDONLY, ""))
-            .map_err(|e| format!("cannot make {path} read-only: {e}"))?;
+            .doing(|| format!("cannot make {path} read-only"))?;
     }
     Ok(())
 }
@@ -324,16 +318,15 @@ const SHOWN: [&str; 3] = ["exec.sock", "ca.pem", "ca-bundle.pem"];
 /// the command must not read the CA key or rewrite the access log it is
 /// judged by. Returns the real folder (an `O_PATH` descriptor), for the
 /// marker.
-fn hide_state(state: &Path) -> Result<OwnedFd, String> {
+fn hide_state(state: &Path) -> Result<OwnedFd, CommandError> {
     use rustix::fs::{open, Mode, OFlags};
     use rustix::mount::{mount, mount_bind, mount_remount, MountFlags};
-    let err = |what: &str, e: std::io::Error| format!("cannot {what}: {e}");
     let dir = open(
         state,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| err("open the state folder", e.into()))?;
+    .doing(|| "cannot open the state folder")?;
     let real = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
     let shown: Vec<&str> = SHOWN
         .into_iter()
@@ -346,14 +339,14 @@ fn hide_state(state: &Path) -> Result<OwnedFd, String> {
         MountFlags::NOSUID | MountFlags::NODEV,
         Some(c"mode=0755"),
     )
-    .map_err(|e| err("cover the state folder", e.into()))?;
+    .doing(|| "cannot cover the state folder")?;
     for f in shown {
         let at = state.join(f);
-        std::fs::File::create(&at).map_err(|e| err("make a mount point", e))?;
-        mount_bind(real.join(f), &at).map_err(|e| err("show a state file", e.into()))?;
+        std::fs::File::create(&at).doing(|| "cannot make a mount point")?;
+        mount_bind(real.join(f), &at).doing(|| "cannot show a state file")?;
         if f != "exec.sock" {
             mount_remount(&at, MountFlags::BIND | MountFlags::RDONLY, "")
-                .map_err(|e| err("make a state file read-only", e.into()))?;
+                .doing(|| "cannot make a state file read-only")?;
         }
     }
     Ok(dir)
@@ -361,31 +354,42 @@ fn hide_state(state: &Path) -> Result<OwnedFd, String> {
 
 /// Starts the relays, leaves the marker, runs the command (through
 /// `unshare` and `sluice exec-launch`) and waits.
-async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, (u8, String)> {
+async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, CommandError> {
+    let (_keep, mut relay, mut child) = start(a, state).await.map_err(CommandError::not_run)?;
+    // The command started: what fails from here did not stop it running.
+    relay.wait(&mut child).await.doing(|| "lost the command")
+}
+
+/// [`relay_and_run`] up to the command's start: the relays, the marker,
+/// the launcher spawned. Returns what must live as long as the command
+/// (the handle on sluice's socket), the signal relay and the launcher.
+async fn start(
+    a: &GuestArgs,
+    state: OwnedFd,
+) -> Result<(OwnedFd, ns::Relay, tokio::process::Child), CommandError> {
     use rustix::fs::{open, openat, Mode, OFlags};
-    let fail = |e: String| (1u8, format!("{e}; the command was not run"));
     // The relays reach sluice through this handle, never by the path
     // (which the command could make point elsewhere).
     let socket = open(&a.to, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| fail(format!("cannot open {}: {e}", a.to.display())))?;
+        .doing(|| format!("cannot open {}", a.to.display()))?;
     let to_path = PathBuf::from(format!("/proc/self/fd/{}", socket.as_raw_fd()));
     let to = ListenAddr::Unix(to_path.clone());
     let relay = crate::listener::bind(&ListenAddr::Tcp(([127, 0, 0, 1], RELAY_PORT).into()))
         .await
-        .map_err(|e| fail(format!("cannot listen on 127.0.0.1:{RELAY_PORT}: {e}")))?;
+        .doing(|| format!("cannot listen on 127.0.0.1:{RELAY_PORT}"))?;
     tokio::spawn(async move { crate::guest_relay::serve(&relay, &to).await });
     if a.transparent {
         let names = Arc::new(Mutex::new(Names::new(&a.names, a.any_name)));
         let dns = tokio::net::UdpSocket::bind("127.0.0.1:53")
             .await
-            .map_err(|e| fail(format!("cannot listen on 127.0.0.1:53: {e}")))?;
+            .doing(|| "cannot listen on 127.0.0.1:53")?;
         let refused = openat(
             &state,
             transparent::REFUSED_FILE,
             OFlags::CREATE | OFlags::WRONLY | OFlags::APPEND | OFlags::CLOEXEC,
             Mode::from_bits_truncate(0o600),
         )
-        .map_err(|e| fail(format!("cannot write {}: {e}", transparent::REFUSED_FILE)))?;
+        .doing(|| format!("cannot write {}", transparent::REFUSED_FILE))?;
         tokio::spawn(transparent::serve_dns(
             dns,
             names.clone(),
@@ -393,11 +397,7 @@ async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, (u8,
         ));
         let redirected = tokio::net::TcpListener::bind(("127.0.0.1", TRANSPARENT_PORT))
             .await
-            .map_err(|e| {
-                fail(format!(
-                    "cannot listen on 127.0.0.1:{TRANSPARENT_PORT}: {e}"
-                ))
-            })?;
+            .doing(|| format!("cannot listen on 127.0.0.1:{TRANSPARENT_PORT}"))?;
         tokio::spawn(transparent::serve_redirected(redirected, names, to_path));
     }
     openat(
@@ -406,20 +406,19 @@ async fn relay_and_run(a: &GuestArgs, state: OwnedFd) -> Result<ExitStatus, (u8,
         OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
         Mode::from_bits_truncate(0o600),
     )
-    .map_err(|e| fail(format!("cannot leave the marker: {e}")))?;
+    .doing(|| "cannot leave the marker")?;
     drop(state);
-    let _keep = socket;
     // `exec-launch` makes a nested user and mount namespace (the mounts
     // above are then locked in it), drops every capability, filters and
     // becomes the command.
-    let mut relay = ns::Relay::install().map_err(|e| (1, e))?;
-    let mut child = tokio::process::Command::new(SELF_EXE)
+    let relay = ns::Relay::install()?;
+    let child = tokio::process::Command::new(SELF_EXE)
         .arg("exec-launch")
         .arg("--")
         .args(&a.command)
         .spawn()
-        .map_err(|e| fail(format!("cannot start sluice exec-launch: {e}")))?;
-    relay.wait(&mut child).await.map_err(|e| (1, e.to_string()))
+        .doing(|| "cannot start sluice exec-launch")?;
+    Ok((socket, relay, child))
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@
 //! Must not: run CMD when the namespaces could not be made, a capability
 //! is left or the filter could not be installed.
 
+use crate::command_error::{CommandError, Doing};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
@@ -128,20 +129,22 @@ fn rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::BackendError>
 
 /// A user namespace nested in the guest's, with a mount namespace of its
 /// own, as root inside; proven by its namespaces having changed.
-fn nest() -> Result<(), String> {
+fn nest() -> Result<(), CommandError> {
     use super::ns::{self, Namespaces};
     let before = Namespaces::of_self()?;
     ns::enter(nix::sched::CloneFlags::CLONE_NEWNS)?;
     let after = Namespaces::of_self()?;
     if after.user == before.user || after.mnt == before.mnt {
-        return Err("not isolated: the nested user or mount namespace was not made".into());
+        return Err(CommandError::NotIsolated(
+            "the nested user or mount namespace was not made".into(),
+        ));
     }
     Ok(())
 }
 
 /// Drops every capability: the bounding set (so that exec gives root none
 /// back), then the effective, permitted, inheritable and ambient sets.
-fn drop_capabilities() -> Result<(), String> {
+fn drop_capabilities() -> Result<(), CommandError> {
     use rustix::io::Errno;
     use rustix::thread::{self, CapabilitySet, CapabilitySets};
     for cap in 0..64 {
@@ -150,11 +153,10 @@ fn drop_capabilities() -> Result<(), String> {
             Ok(()) => {}
             // Past the kernel's last capability.
             Err(Errno::INVAL) => break,
-            Err(e) => return Err(format!("cannot drop capability {cap}: {e}")),
+            Err(e) => return Err(e).doing(|| format!("cannot drop capability {cap}")),
         }
     }
-    thread::clear_ambient_capability_set()
-        .map_err(|e| format!("cannot clear the ambient capabilities: {e}"))?;
+    thread::clear_ambient_capability_set().doing(|| "cannot clear the ambient capabilities")?;
     let none = CapabilitySet::empty();
     thread::set_capabilities(
         None,
@@ -164,12 +166,12 @@ fn drop_capabilities() -> Result<(), String> {
             inheritable: none,
         },
     )
-    .map_err(|e| format!("cannot drop the capabilities: {e}"))
+    .doing(|| "cannot drop the capabilities")
 }
 
 /// The capability sets `/proc/self/status` shows; every one must be
 /// present and empty.
-fn capabilities_gone(status: &str) -> Result<(), String> {
+fn capabilities_gone(status: &str) -> Result<(), CommandError> {
     for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
         let value = status
             .lines()
@@ -178,12 +180,16 @@ fn capabilities_gone(status: &str) -> Result<(), String> {
         match value.map(|v| u64::from_str_radix(v, 16)) {
             Some(Ok(0)) => {}
             Some(Ok(_)) => {
-                return Err(format!(
+                return Err(CommandError::NotIsolated(format!(
                     "a capability is left ({set}: {})",
                     value.unwrap_or("")
-                ))
+                )))
             }
-            _ => return Err(format!("cannot read {set} from /proc/self/status")),
+            _ => {
+                return Err(CommandError::refused(format!(
+                    "cannot read {set} from /proc/self/status"
+                )))
+            }
         }
     }
     Ok(())
@@ -207,12 +213,12 @@ fn close_inherited() {
 
 /// Installs the filter on this (single-threaded) process; it is inherited
 /// across exec, with no_new_privs set.
-pub(crate) fn install() -> Result<(), String> {
-    let arch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|e| format!("{e:?}"))?;
-    let program = program(arch).map_err(|e| e.to_string())?;
-    seccompiler::apply_filter(&program).map_err(|e| e.to_string())
+pub(crate) fn install() -> Result<(), CommandError> {
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| {
+        CommandError::refused(format!("no socket filter for this architecture: {e:?}"))
+    })?;
+    let program = program(arch).doing(|| "cannot compile the socket filter")?;
+    seccompiler::apply_filter(&program).doing(|| "cannot install the socket filter")
 }
 
 /// The filter, compiled for `arch`.
@@ -232,7 +238,7 @@ fn program(
 pub(crate) fn main(command: Vec<String>) -> ExitCode {
     let confined = nest().and_then(|()| drop_capabilities()).and_then(|()| {
         let status = std::fs::read_to_string("/proc/self/status")
-            .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+            .doing(|| "cannot read /proc/self/status")?;
         capabilities_gone(&status)
     });
     if let Err(e) = confined {
@@ -241,7 +247,7 @@ pub(crate) fn main(command: Vec<String>) -> ExitCode {
     }
     close_inherited();
     if let Err(e) = install() {
-        eprintln!("sluice exec: cannot install the socket filter: {e}; the command was not run");
+        eprintln!("sluice exec: {e}; the command was not run");
         return ExitCode::from(1);
     }
     let err = std::process::Command::new(&command[0])

@@ -241,7 +241,7 @@ fn capabilities_table() {
         (
             "root's full set left",
             status("000001ffffffffff", Some(zero)),
-            Err("a capability is left (CapEff: 000001ffffffffff)"),
+            Err("not isolated: a capability is left (CapEff: 000001ffffffffff)"),
         ),
         (
             "a set missing",
@@ -256,7 +256,7 @@ fn capabilities_table() {
     ];
     for (name, text, want) in cases {
         assert_eq!(
-            capabilities_gone(&text),
+            capabilities_gone(&text).map_err(|e| e.to_string()),
             want.map_err(str::to_string),
             "{name}"
         );

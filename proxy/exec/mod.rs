@@ -18,6 +18,7 @@ pub(crate) mod launch;
 pub(crate) mod ns;
 pub(crate) mod transparent;
 
+use crate::command_error::{CommandError, Doing};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -57,14 +58,16 @@ pub(crate) fn run(o: Options) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sluice exec: {e}");
-            ExitCode::from(1)
+            ExitCode::from(e.exit_code())
         }
     }
 }
 
-fn run_inner(o: &Options) -> Result<ExitCode, String> {
+fn run_inner(o: &Options) -> Result<ExitCode, CommandError> {
     if o.command.is_empty() {
-        return Err("no command: sluice exec [OPTIONS] -- CMD ARGS...".into());
+        return Err(CommandError::Usage(
+            "no command: sluice exec [OPTIONS] -- CMD ARGS...".into(),
+        ));
     }
     let started = crate::log::now_rfc3339();
     let state = state_dir(o.state.as_deref())?;
@@ -77,7 +80,7 @@ fn run_inner(o: &Options) -> Result<ExitCode, String> {
 }
 
 /// [`run_inner`] once the state folder exists.
-fn run_in(o: &Options, state: &Path, started: &str) -> Result<ExitCode, String> {
+fn run_in(o: &Options, state: &Path, started: &str) -> Result<ExitCode, CommandError> {
     // Everything sluice does in the state folder goes through this handle,
     // not the path: the command may be able to rename a parent folder and
     // put another folder (or a symlink to a host socket) at the path.
@@ -86,13 +89,13 @@ fn run_in(o: &Options, state: &Path, started: &str) -> Result<ExitCode, String> 
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
-    .map_err(|e| format!("cannot open the state folder {}: {e}", state.display()))?;
+    .doing(|| format!("cannot open the state folder {}", state.display()))?;
     let by_handle = PathBuf::from(format!("/proc/self/fd/{}", held.as_raw_fd()));
     let opened = std::fs::read_link(&by_handle).ok();
     let _ = std::fs::remove_file(by_handle.join(MARKER));
     let snapshot = snapshot(o, &by_handle)?;
     let task = snapshot.tasks[0].clone();
-    let rt = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
+    let rt = tokio::runtime::Runtime::new().doing(|| "cannot start")?;
     let code = rt.block_on(serve_and_run(o, snapshot, state, &by_handle))?;
     drop(rt);
     // The command and every process of its namespaces are gone now: where
@@ -108,46 +111,50 @@ fn run_in(o: &Options, state: &Path, started: &str) -> Result<ExitCode, String> 
 
 /// The state folder: `--state`, or a new folder of a random name under
 /// the temp folder, made private (kept afterwards, for `sluice report`).
-fn state_dir(given: Option<&Path>) -> Result<PathBuf, String> {
+fn state_dir(given: Option<&Path>) -> Result<PathBuf, CommandError> {
     let dir = match given {
         Some(d) => {
             std::fs::create_dir_all(d)
-                .map_err(|e| format!("cannot create the state folder {}: {e}", d.display()))?;
+                .doing(|| format!("cannot create the state folder {}", d.display()))?;
             d.to_path_buf()
         }
         None => tempfile::Builder::new()
             .prefix("sluice-exec-")
             .tempdir()
-            .map_err(|e| format!("cannot create a state folder: {e}"))?
+            .doing(|| "cannot create a state folder")?
             .keep(),
     };
-    std::path::absolute(&dir).map_err(|e| e.to_string())
+    std::path::absolute(&dir).doing(|| format!("cannot name the state folder {}", dir.display()))
 }
 
 /// The one task to serve, listening on `<state>/exec.sock`.
-fn snapshot(o: &Options, state: &Path) -> Result<Snapshot, String> {
+fn snapshot(o: &Options, state: &Path) -> Result<Snapshot, CommandError> {
     let mut snap = match &o.config {
-        Some(path) => config::load(Some(path), 1).map_err(|e| e.to_string())?,
+        Some(path) => config::load(Some(path), 1).map_err(CommandError::refused)?,
         None => from_allow(&o.allow)?,
     };
     let chosen = match (&o.task, snap.tasks.len()) {
         (Some(id), _) => snap.task(id).cloned().ok_or_else(|| {
             let ids: Vec<&str> = snap.tasks.iter().map(|t| t.id.as_str()).collect();
-            format!("no task {id:?} in the config (tasks: {})", ids.join(", "))
+            CommandError::refused(format!(
+                "no task {id:?} in the config (tasks: {})",
+                ids.join(", ")
+            ))
         })?,
         (None, 1) => snap.tasks[0].clone(),
         (None, n) => {
             let ids: Vec<&str> = snap.tasks.iter().map(|t| t.id.as_str()).collect();
-            return Err(format!(
+            return Err(CommandError::Usage(format!(
                 "the config has {n} tasks; pass --task (one of: {})",
                 ids.join(", ")
-            ));
+            )));
         }
     };
     let mut task = (*chosen).clone();
     task.listen = vec![ListenAddr::Unix(state.join("exec.sock"))];
     for c in &o.allow_private {
-        let net = config::private_net(c).map_err(|e| format!("--allow-private: {e}"))?;
+        let net = config::private_net(c)
+            .map_err(|e| CommandError::Usage(format!("--allow-private: {e}")))?;
         if !task.rules.allow_private.contains(&net) {
             task.rules.allow_private.push(net);
         }
@@ -174,7 +181,7 @@ fn snapshot(o: &Options, state: &Path) -> Result<Snapshot, String> {
 
 /// A config of one task, `exec`, allowing `--allow`'s entries (checked as
 /// a config's `allow` is).
-fn from_allow(allow: &[String]) -> Result<Snapshot, String> {
+fn from_allow(allow: &[String]) -> Result<Snapshot, CommandError> {
     let mut task = toml::Table::new();
     task.insert("id".into(), EXEC_TASK.into());
     task.insert(
@@ -191,13 +198,13 @@ fn from_allow(allow: &[String]) -> Result<Snapshot, String> {
     );
     let mut doc = toml::Table::new();
     doc.insert("task".into(), vec![toml::Value::Table(task)].into());
-    let text = toml::to_string(&doc).map_err(|e| e.to_string())?;
+    let text = toml::to_string(&doc).doing(|| "--allow")?;
     config::validate(&text, Source::Embedded, Path::new("."), 1).map_err(|e| match e {
         config::ConfigError::Invalid { problems, .. } => {
             let what: Vec<String> = problems.into_iter().map(|p| p.message).collect();
-            format!("--allow: {}", what.join("; "))
+            CommandError::Usage(format!("--allow: {}", what.join("; ")))
         }
-        other => other.to_string(),
+        other => CommandError::refused(other),
     })
 }
 
@@ -209,7 +216,7 @@ async fn serve_and_run(
     snapshot: Snapshot,
     state: &Path,
     by_handle: &Path,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, CommandError> {
     let socket = by_handle.join("exec.sock");
     let task = snapshot.tasks[0].clone();
     let (logs, generation) = (snapshot.logs.clone(), snapshot.generation);
@@ -228,11 +235,10 @@ async fn serve_and_run(
     });
     let ready = wait_for(Duration::from_secs(20), || socket.exists()).await;
     if !ready || server.is_finished() {
-        let why = match server.await {
-            Ok(Err(e)) => e.to_string(),
-            _ => "sluice did not start".to_string(),
-        };
-        return Err(why);
+        return Err(match server.await {
+            Ok(Err(e)) => CommandError::refused(e),
+            _ => CommandError::refused("sluice did not start"),
+        });
     }
     let status = guest::spawn(o, &task, state).await;
     let _ = stop_tx.send(());
@@ -242,11 +248,10 @@ async fn serve_and_run(
     }
     let status = status?;
     if !by_handle.join(MARKER).exists() {
-        return Err(
+        return Err(CommandError::refused(
             "the command did not run: the sandbox could not be made (see the lines above); \
-             sluice exec never runs a command unconfined"
-                .into(),
-        );
+             sluice exec never runs a command unconfined",
+        ));
     }
     Ok(exit_code(status))
 }

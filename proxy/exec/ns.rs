@@ -7,6 +7,7 @@
 //! Must not: start the command or the relays (the guest does), or take a
 //! namespace on trust: whoever relies on one checks it with [`prove`].
 
+use crate::command_error::{CommandError, Doing};
 use std::os::unix::fs::MetadataExt;
 use std::process::ExitStatus;
 
@@ -32,12 +33,12 @@ pub(crate) struct Namespaces {
 
 impl Namespaces {
     /// The calling process's namespaces.
-    pub(crate) fn of_self() -> Result<Namespaces, String> {
+    pub(crate) fn of_self() -> Result<Namespaces, CommandError> {
         let ino = |name: &str| {
             let path = format!("/proc/self/ns/{name}");
             std::fs::metadata(&path)
                 .map(|m| m.ino())
-                .map_err(|e| format!("cannot read {path}: {e}"))
+                .doing(|| format!("cannot read {path}"))
         };
         Ok(Namespaces {
             user: ino("user")?,
@@ -65,7 +66,7 @@ impl Namespaces {
 /// Proves that a process with namespaces `mine` and process id `pid` is
 /// isolated from sluice (`sluice`'s namespaces): every namespace differs,
 /// and it is the first process of its PID namespace.
-pub(crate) fn prove(mine: &Namespaces, sluice: &Namespaces, pid: i32) -> Result<(), String> {
+pub(crate) fn prove(mine: &Namespaces, sluice: &Namespaces, pid: i32) -> Result<(), CommandError> {
     let same: Vec<&str> = [
         ("user", mine.user == sluice.user),
         ("mount", mine.mnt == sluice.mnt),
@@ -76,16 +77,16 @@ pub(crate) fn prove(mine: &Namespaces, sluice: &Namespaces, pid: i32) -> Result<
     .filter_map(|(name, same)| same.then_some(name))
     .collect();
     if !same.is_empty() {
-        return Err(format!(
-            "not isolated: the {} namespace{} sluice's own",
+        return Err(CommandError::NotIsolated(format!(
+            "the {} namespace{} sluice's own",
             same.join(", "),
             if same.len() == 1 { " is" } else { "s are" }
-        ));
+        )));
     }
     if pid != 1 {
-        return Err(format!(
-            "not isolated: the guest is process {pid} of its PID namespace, not its first"
-        ));
+        return Err(CommandError::NotIsolated(format!(
+            "the guest is process {pid} of its PID namespace, not its first"
+        )));
     }
     Ok(())
 }
@@ -93,34 +94,34 @@ pub(crate) fn prove(mine: &Namespaces, sluice: &Namespaces, pid: i32) -> Result<
 /// Moves this (single-threaded) process into a new user namespace and the
 /// new namespaces `others` names, owned by it, as root inside: user id and
 /// group id 0 map to the caller's, and nothing else is mapped.
-pub(crate) fn enter(others: CloneFlags) -> Result<(), String> {
+pub(crate) fn enter(others: CloneFlags) -> Result<(), CommandError> {
     let uid = rustix::process::geteuid().as_raw();
     let gid = rustix::process::getegid().as_raw();
     nix::sched::unshare(CloneFlags::CLONE_NEWUSER | others)
-        .map_err(|e| format!("cannot make new namespaces (unshare: {e})"))?;
+        .doing(|| "cannot make new namespaces (unshare(2))")?;
     // setgroups must be refused before an unprivileged caller may map a
     // group (and an older kernel without the file has no such rule).
     match std::fs::write("/proc/self/setgroups", "deny") {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("cannot write /proc/self/setgroups: {e}")),
+        Err(e) => return Err(e).doing(|| "cannot write /proc/self/setgroups"),
     }
     for (file, id) in [("uid_map", uid), ("gid_map", gid)] {
         std::fs::write(format!("/proc/self/{file}"), format!("0 {id} 1\n"))
-            .map_err(|e| format!("cannot write /proc/self/{file}: {e}"))?;
+            .doing(|| format!("cannot write /proc/self/{file}"))?;
     }
     Ok(())
 }
 
 /// In a new mount and PID namespace (proven first): stops mounts from
 /// propagating anywhere, and mounts a `/proc` of this PID namespace.
-pub(crate) fn private_mounts_and_proc() -> Result<(), String> {
+pub(crate) fn private_mounts_and_proc() -> Result<(), CommandError> {
     use rustix::mount::{mount, mount_change, MountFlags, MountPropagationFlags};
     mount_change(
         "/",
         MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
     )
-    .map_err(|e| format!("cannot make the mounts private: {e}"))?;
+    .doing(|| "cannot make the mounts private")?;
     mount(
         "proc",
         "/proc",
@@ -128,7 +129,7 @@ pub(crate) fn private_mounts_and_proc() -> Result<(), String> {
         MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
         None,
     )
-    .map_err(|e| format!("cannot mount /proc: {e}"))
+    .doing(|| "cannot mount /proc")
 }
 
 /// The signals passed on to the next process towards the command, and
@@ -144,9 +145,9 @@ pub(crate) struct Relay {
 impl Relay {
     /// Installs the handlers (before the child starts, so that no signal
     /// falls between).
-    pub(crate) fn install() -> Result<Relay, String> {
+    pub(crate) fn install() -> Result<Relay, CommandError> {
         use tokio::signal::unix::{signal, SignalKind};
-        let on = |kind: SignalKind| signal(kind).map_err(|e| format!("cannot watch signals: {e}"));
+        let on = |kind: SignalKind| signal(kind).doing(|| "cannot watch signals");
         Ok(Relay {
             term: on(SignalKind::terminate())?,
             hup: on(SignalKind::hangup())?,
@@ -225,7 +226,7 @@ mod tests {
         ];
         for (name, mine, pid, want) in cases {
             assert_eq!(
-                prove(&mine, &SLUICE, pid),
+                prove(&mine, &SLUICE, pid).map_err(|e| e.to_string()),
                 want.map_err(str::to_string),
                 "{name}"
             );

@@ -11,6 +11,7 @@
 //!
 //! Must not: decide anything (sluice does) or forward a DNS query.
 
+use crate::command_error::{CommandError, Doing};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
@@ -253,29 +254,38 @@ pub(crate) fn authority(orig: SocketAddrV4, names: &Mutex<Names>) -> String {
     }
 }
 
-async fn relay_one(mut client: TcpStream, names: &Mutex<Names>, to: &Path) -> Result<(), String> {
-    let orig = rustix::net::sockopt::ip_original_dst(&client)
-        .map_err(|e| format!("no original destination: {e}"))?;
+async fn relay_one(
+    mut client: TcpStream,
+    names: &Mutex<Names>,
+    to: &Path,
+) -> Result<(), CommandError> {
+    let orig =
+        rustix::net::sockopt::ip_original_dst(&client).doing(|| "no original destination")?;
     let authority = authority(orig, names);
     let mut up = UnixStream::connect(to)
         .await
-        .map_err(|e| format!("cannot reach sluice: {e}"))?;
+        .doing(|| "cannot reach sluice")?;
     up.write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes())
         .await
-        .map_err(|e| e.to_string())?;
+        .doing(|| "cannot ask sluice")?;
     let (status, rest) = read_head(&mut up).await?;
     if !status.starts_with("HTTP/1.1 200") {
         // sluice logged the refusal; the client sees its connection close.
-        return Err(format!("sluice refused {authority}: {status}"));
+        return Err(CommandError::refused(format!(
+            "sluice refused {authority}: {status}"
+        )));
     }
-    client.write_all(&rest).await.map_err(|e| e.to_string())?;
+    client
+        .write_all(&rest)
+        .await
+        .doing(|| "cannot answer the client")?;
     let _ = tokio::io::copy_bidirectional(&mut client, &mut up).await;
     Ok(())
 }
 
 /// Reads a response head (at most 16 KiB): its status line and any bytes
 /// after it.
-async fn read_head(up: &mut UnixStream) -> Result<(String, Vec<u8>), String> {
+async fn read_head(up: &mut UnixStream) -> Result<(String, Vec<u8>), CommandError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
@@ -288,11 +298,16 @@ async fn read_head(up: &mut UnixStream) -> Result<(String, Vec<u8>), String> {
             return Ok((status, buf[end + 4..].to_vec()));
         }
         if buf.len() > 16 * 1024 {
-            return Err("sluice's answer to CONNECT is too long".into());
+            return Err(CommandError::refused(
+                "sluice's answer to CONNECT is too long",
+            ));
         }
-        let n = up.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = up
+            .read(&mut chunk)
+            .await
+            .doing(|| "cannot read sluice's answer")?;
         if n == 0 {
-            return Err("sluice closed the connection".into());
+            return Err(CommandError::refused("sluice closed the connection"));
         }
         buf.extend_from_slice(&chunk[..n]);
     }

@@ -5,6 +5,7 @@
 //! Reads files only; works while sluice is running (a torn last line is
 //! skipped). Must not write anything.
 
+use crate::command_error::{CommandError, Doing};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -153,12 +154,12 @@ fn tainted_hosts(dir: &Path) -> HashSet<String> {
 
 /// Is there something to report on? A state folder that does not exist, or
 /// a task it has no folder for, is a mistake to say, not an empty report.
-pub(crate) fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), String> {
+pub(crate) fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), CommandError> {
     if !state_dir.is_dir() {
-        return Err(format!(
+        return Err(CommandError::refused(format!(
             "no state folder at {}: pass --state DIR, or --config FILE for the state_dir sluice ran with",
             state_dir.display()
-        ));
+        )));
     }
     let Some(t) = task else {
         return Ok(());
@@ -174,7 +175,7 @@ pub(crate) fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), St
         .map(|e| e.file_name().to_string_lossy().to_string())
         .collect();
     known.sort();
-    Err(format!(
+    Err(CommandError::refused(format!(
         "no task {t:?} in {} (tasks there: {})",
         state_dir.display(),
         if known.is_empty() {
@@ -182,7 +183,7 @@ pub(crate) fn check_state(state_dir: &Path, task: Option<&str>) -> Result<(), St
         } else {
             known.join(", ")
         }
-    ))
+    )))
 }
 
 /// Builds the report for every task in `state_dir` (or one task).
@@ -303,7 +304,7 @@ pub(crate) fn rows(state_dir: &Path, task: Option<&str>, since: Option<&str>) ->
 
 /// `--since`: a duration back from `now` (`90s`, `15m`, `2h`, `7d`) or a
 /// time (RFC 3339, or a date), as the log writes times.
-pub(crate) fn since(arg: &str, now: time::OffsetDateTime) -> Result<String, String> {
+pub(crate) fn since(arg: &str, now: time::OffsetDateTime) -> Result<String, CommandError> {
     use time::format_description::well_known::Rfc3339;
     let unit = arg.chars().last().unwrap_or(' ');
     let secs = match unit {
@@ -326,10 +327,10 @@ pub(crate) fn since(arg: &str, now: time::OffsetDateTime) -> Result<String, Stri
             )
             .map(|d| d.midnight().assume_utc())
             .map_err(|_| {
-                format!(
+                CommandError::Usage(format!(
                     "--since {arg:?}: give a duration (90s, 15m, 2h, 7d) or a time \
                          (2026-12-03T14:00:00Z, 2026-12-03)"
-                )
+                ))
             })?,
         },
     };
@@ -338,7 +339,7 @@ pub(crate) fn since(arg: &str, now: time::OffsetDateTime) -> Result<String, Stri
     );
     at.to_offset(time::UtcOffset::UTC)
         .format(&fmt)
-        .map_err(|e| e.to_string())
+        .doing(|| format!("--since {arg:?}: cannot write the time"))
 }
 
 /// The `allow = [...]` line that would have admitted exactly what `task`

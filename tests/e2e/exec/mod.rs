@@ -144,8 +144,9 @@ fn allow_private_admits_what_the_refusal_named() {
     assert!(stdout.contains("hello from upstream"), "{stdout}");
     assert_eq!(up.request_count(), 1);
     // A value that is not a CIDR is refused before anything runs.
+    // A usage error: exit 2 (SPEC's exit codes).
     let out = s.exec(&["--allow-private", "10.0.0.1/8"], "echo ran");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("did you mean 10.0.0.0/8"),
         "{}",
