@@ -541,7 +541,16 @@ fn healthcheck_and_the_read_only_metrics_listener() {
             "[admin]\nlisten = \"tcp:127.0.0.1:{admin_port}\"\nmetrics_listen = \"tcp:127.0.0.1:{metrics_port}\"\n"
         ))
         .start();
-    let out = healthcheck(&s);
+    // The admin listener may bind a moment after the task's: poll (50
+    // tries, 100 ms apart) until the healthcheck reaches it.
+    let mut out = healthcheck(&s);
+    for _ in 0..50 {
+        if out.status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        out = healthcheck(&s);
+    }
     assert!(
         out.status.success(),
         "healthy: {}",
