@@ -12,13 +12,14 @@ use std::fmt;
 /// Why a subcommand stopped.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CommandError {
-    /// The command line or the config asked for something that cannot be
-    /// done as written: the person changes it (exit 2 where the command
-    /// line is at fault).
+    /// The command line asked for something that cannot be done as
+    /// written (no command, a malformed flag value, a choice left open):
+    /// the person changes it. Exit 2.
     #[error("{0}")]
     Usage(String),
     /// The sandbox could not be shown to hold (a namespace shared with
     /// sluice, a capability left): nothing was run.
+    #[cfg_attr(not(feature = "exec"), allow(dead_code))]
     #[error("not isolated: {0}")]
     NotIsolated(String),
     /// A system call, file or library step failed, with what it was doing.
@@ -35,6 +36,7 @@ pub(crate) enum CommandError {
     #[error("{0}")]
     Refused(String),
     /// A step before the command started failed: it was never run.
+    #[cfg_attr(not(feature = "exec"), allow(dead_code))]
     #[error("{0}; the command was not run")]
     NotRun(Box<CommandError>),
 }
@@ -50,6 +52,7 @@ impl CommandError {
     }
 
     /// This error, failing a step before the command started.
+    #[cfg_attr(not(feature = "exec"), allow(dead_code))]
     pub(crate) fn not_run(self) -> CommandError {
         match self {
             CommandError::NotRun(_) => self,

@@ -2,7 +2,7 @@
 //! absolute-form) and turn it into a plan: forward it (`forward`), open a
 //! tunnel and serve it (`intercept`), or refuse it.
 //!
-//! Every decision is `policy`'s, reached through `exchange::admit`; every
+//! Every decision is `policy`'s, reached through `ReqCtx::admit`; every
 //! row is written by `exchange`. Must not classify addresses, match
 //! allow-lists, or relay bytes itself.
 
@@ -295,6 +295,7 @@ async fn plan_tunnel(
         Err(r) => return Err((cx, r)),
     };
     cx.ex_mut().body = intercept.is_none();
+    cx.admitted(verdict);
     let dial_started = Instant::now();
     let dialled = crate::upstream::dial(admission, cx.snap().limits.connect_timeout).await;
     let (upstream, addr) = match dialled {
@@ -307,7 +308,6 @@ async fn plan_tunnel(
         .metrics
         .upstream_connect_seconds
         .observe(dial_started.elapsed().as_secs_f64());
-    cx.admitted(verdict);
     Ok(Tunnel {
         target,
         upstream,

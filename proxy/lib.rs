@@ -4,7 +4,7 @@
 //! ARCHITECTURE.md has the request's path):
 //!
 //! - `cli`, `report`, `guest_relay`, `clientenv`, `exec`: the
-//!   `sluice` subcommands.
+//!   `sluice` subcommands; `command_error`: their typed error.
 //! - `server`: start-up and graceful shutdown; wires the layers.
 //! - `admin`: the admin API (health, metrics, tasks, taint, reload).
 //! - `reload`: validate a new config whole, swap it in, revoke what it

@@ -33,7 +33,7 @@ pub(super) fn client_env(
     };
     let (url, notes) = match (proxy, t.listen.first()) {
         (Some(p), _) => (checked_proxy(p)?, vec![]),
-        (None, Some(l)) => crate::clientenv::proxy_for(l).map_err(CommandError::Usage)?,
+        (None, Some(l)) => crate::clientenv::proxy_for(l).map_err(CommandError::refused)?,
         (None, None) => {
             return Err(CommandError::refused(format!(
                 "task {:?} has no listener",

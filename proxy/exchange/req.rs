@@ -90,8 +90,8 @@ impl ReqCtx {
         }
     }
 
-    /// Refuses the request: the console line and the response now, the
-    /// row as the context ends.
+    /// Refuses the request: the console line, the response, and the row
+    /// (written as the context ends, here: before any body is drained).
     pub(crate) fn refuse(mut self, refusal: Refusal) -> Response<ProxyBody> {
         let response = self.conn.refusal(&self.row.ex, &refusal);
         self.row.deny(refusal);
@@ -113,9 +113,10 @@ impl ReqCtx {
         self.row
     }
 
-    /// Sets the verdict the request was admitted with (a CONNECT, which
-    /// sends nothing upstream before it is answered).
+    /// Sets the verdict a CONNECT was admitted with, before its dial:
+    /// from now until it is answered, the row (this verdict, 499,
+    /// `client-left`) is written if the client leaves.
     pub(crate) fn admitted(&mut self, verdict: Verdict) {
-        self.row.set_verdict(verdict);
+        self.row.if_client_leaves(verdict, None);
     }
 }

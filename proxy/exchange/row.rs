@@ -1,6 +1,7 @@
 //! Access-log rows: what is known of an exchange ([`Exchange`]), the one
 //! writer of rows ([`write_row`]), and [`Row`], the row of an exchange
-//! still open, written exactly once when dropped.
+//! still open, written at most once: when dropped, if armed (every way an
+//! exchange that was answered or refused can end arms it first).
 //!
 //! Must not: decide (a row records a verdict it is given) or write
 //! anything but through `log`.

@@ -241,14 +241,13 @@ pub(crate) fn main(command: Vec<String>) -> ExitCode {
             .doing(|| "cannot read /proc/self/status")?;
         capabilities_gone(&status)
     });
-    if let Err(e) = confined {
-        eprintln!("sluice exec: {e}; the command was not run");
-        return ExitCode::from(1);
-    }
-    close_inherited();
-    if let Err(e) = install() {
-        eprintln!("sluice exec: {e}; the command was not run");
-        return ExitCode::from(1);
+    if let Err(e) = confined.and_then(|()| {
+        close_inherited();
+        install()
+    }) {
+        let e = e.not_run();
+        eprintln!("sluice exec: {e}");
+        return ExitCode::from(e.exit_code());
     }
     let err = std::process::Command::new(&command[0])
         .args(&command[1..])

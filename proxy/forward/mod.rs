@@ -139,8 +139,11 @@ pub(crate) async fn relay(
     let (admitted, verdict) = match verdict.split() {
         Ok(x) => x,
         Err(r) => {
+            // The row is written as the context becomes the refusal, so a
+            // client that leaves while its body drains still has one.
+            let refused = cx.refuse(r);
             send::drain(req).await;
-            return cx.refuse(r);
+            return refused;
         }
     };
     // dial and send
@@ -153,7 +156,13 @@ pub(crate) async fn relay(
     };
     let exchanged = match send::send(&mut cx, sending, req).await {
         Ok(x) => x,
-        Err(r) => return cx.refuse(r),
+        Err(send::NotSent { refusal, unread }) => {
+            let refused = cx.refuse(refusal);
+            if let Some(req) = unread {
+                send::drain(req).await;
+            }
+            return refused;
+        }
     };
     // respond (the row is written when the relay it hands on ends)
     response::respond(cx, target, &origin, exchanged)

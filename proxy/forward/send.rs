@@ -50,6 +50,23 @@ pub(super) struct Exchanged {
     pub(super) bytes_up: Arc<AtomicU64>,
 }
 
+/// Why a request was not sent (or not answered): the refusal, and the
+/// request itself when its body was never read (the caller refuses first,
+/// so the row is written, then drains it).
+pub(super) struct NotSent {
+    pub(super) refusal: Refusal,
+    pub(super) unread: Option<Request<Incoming>>,
+}
+
+impl From<Refusal> for NotSent {
+    fn from(refusal: Refusal) -> NotSent {
+        NotSent {
+            refusal,
+            unread: None,
+        }
+    }
+}
+
 /// The dial and send phase: the request (minus what one hop may not pass
 /// on) goes upstream on a pooled or fresh connection to exactly the
 /// admitted addresses, its body registered like a tunnel so a later taint
@@ -60,7 +77,7 @@ pub(super) async fn send(
     cx: &mut ReqCtx,
     s: Sending<'_>,
     mut req: Request<Incoming>,
-) -> Result<Exchanged, Refusal> {
+) -> Result<Exchanged, NotSent> {
     let upgrade = keep_upgrade(req.headers_mut());
     let client_version = req.version();
     let (mut parts, incoming) = req.into_parts();
@@ -73,9 +90,11 @@ pub(super) async fn send(
     let carries = s.sent.body && !upgrade;
     let revoked = match register_body(cx, s.target, &s.admitted, carries, s.sent) {
         Ok(r) => r,
-        Err(r) => {
-            drain(Request::from_parts(parts, incoming)).await;
-            return Err(r);
+        Err(refusal) => {
+            return Err(NotSent {
+                refusal,
+                unread: Some(Request::from_parts(parts, incoming)),
+            })
         }
     };
     let bytes_up = Arc::new(AtomicU64::new(0));
@@ -108,7 +127,7 @@ pub(super) async fn send(
                 target: s.target.to_string(),
                 secs: first_byte.as_secs(),
             };
-            return Err(late.refusal());
+            return Err(late.refusal().into());
         }
     };
     cx.ex_mut().addr = Some(addr);
