@@ -140,6 +140,7 @@ fn refuse_at_accept(
         note: None,
         conn: crate::exchange::next_conn_id(),
         addr: None,
+        secrets: Vec::new(),
     };
     let status = refusal.rule.status();
     let verdict = Verdict::Deny(refusal);

@@ -207,6 +207,12 @@ async fn route(
             };
             untaint(shared, &id, &body, &by)
         }
+        ["tasks", id, "release"] => {
+            if method != Method::POST {
+                return method_not_allowed("POST");
+            }
+            release(shared, id, &untaint_caller(req.headers(), client))
+        }
         ["tasks", id, verb @ ("allow" | "deny")] => {
             if method != Method::POST {
                 return method_not_allowed("POST");
@@ -233,7 +239,7 @@ async fn route(
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "routes: GET /healthz, /metrics, /tasks, /tasks/<id>/taint, /events[?task=ID]; POST /reload, /tasks/<id>/allow, /tasks/<id>/deny, /tasks/<id>/untaint\n",
+            "routes: GET /healthz, /metrics, /tasks, /tasks/<id>/taint, /events[?task=ID]; POST /reload, /tasks/<id>/allow, /tasks/<id>/deny, /tasks/<id>/untaint, /tasks/<id>/release\n",
         ),
     }
 }
@@ -341,6 +347,21 @@ fn untaint(shared: &Shared, id: &str, body: &str, by: &str) -> Response<Body> {
             StatusCode::NOT_FOUND,
             format!("{key} is not tainted for task {id}; see the set with: sluice report --taint --task {id}\n"),
         ),
+    }
+}
+
+/// `POST /tasks/<id>/release`: a person ends a task's quarantine after a
+/// secret leak; `secrets.jsonl` gets a line saying who and when.
+fn release(shared: &Shared, id: &str, by: &str) -> Response<Body> {
+    let Some(rt) = shared.task_runtime(id) else {
+        return text(StatusCode::NOT_FOUND, format!("no task {id:?}\n"));
+    };
+    match rt.quarantine.release(by) {
+        Some(secret) => text(
+            StatusCode::OK,
+            format!("released task {id} (it was quarantined for the secret {secret}); its requests are decided again\n"),
+        ),
+        None => text(StatusCode::NOT_FOUND, format!("task {id} is not quarantined\n")),
     }
 }
 

@@ -220,6 +220,8 @@ pub(crate) struct Env {
     pub(crate) ca: Option<(String, String)>,
     /// Comment lines to print first (how to reach the proxy, say).
     pub(crate) notes: Vec<String>,
+    /// Each secret's variable and its placeholder (never a value).
+    pub(crate) secrets: Vec<(String, String)>,
 }
 
 /// The shells `sluice env` writes for.
@@ -232,7 +234,7 @@ pub(crate) enum Shell {
 
 impl Env {
     /// Each variable and its value (None: unset), in print order.
-    pub(crate) fn vars(&self) -> Vec<(&'static str, Option<String>)> {
+    pub(crate) fn vars(&self) -> Vec<(String, Option<String>)> {
         let mut out = Vec::new();
         for s in SETTINGS {
             let value = match (s.value, &self.ca) {
@@ -244,9 +246,12 @@ impl Env {
                 (Value::Fixed(v), _) => Some(v.to_string()),
                 (Value::Unset, _) => None,
             };
-            out.push((s.var, value));
+            out.push((s.var.to_string(), value));
         }
-        out.push(("JAVA_TOOL_OPTIONS", Some(self.java_options())));
+        out.push(("JAVA_TOOL_OPTIONS".into(), Some(self.java_options())));
+        for (name, placeholder) in &self.secrets {
+            out.push((name.clone(), Some(placeholder.clone())));
+        }
         out
     }
 
@@ -271,6 +276,13 @@ impl Env {
                 c.push(JAVA_NOTE.replace(" CA ", &format!(" {ca} ")));
             }
             None => c.push("This task's tunnels are not intercepted: no CA to trust.".into()),
+        }
+        if !self.secrets.is_empty() {
+            let names: Vec<&str> = self.secrets.iter().map(|(n, _)| n.as_str()).collect();
+            c.push(format!(
+                "{} hold placeholders, not the real values: sluice swaps each value in only on intercepted requests to its hosts.",
+                names.join(", ")
+            ));
         }
         c
     }
@@ -298,9 +310,9 @@ impl Env {
                 let set: serde_json::Map<String, serde_json::Value> = self
                     .vars()
                     .into_iter()
-                    .filter_map(|(k, v)| v.map(|v| (k.to_string(), v.into())))
+                    .filter_map(|(k, v)| v.map(|v| (k, v.into())))
                     .collect();
-                let unset: Vec<&str> = self
+                let unset: Vec<String> = self
                     .vars()
                     .into_iter()
                     .filter(|(_, v)| v.is_none())
@@ -419,6 +431,7 @@ mod tests {
             proxy: "http://127.0.0.1:3128".into(),
             ca: ca.then(|| ("/s/ca.pem".into(), "/s/ca-bundle.pem".into())),
             notes: vec![],
+            secrets: vec![],
         }
     }
 
@@ -493,6 +506,7 @@ mod tests {
                 proxy: format!("http://127.0.0.1:3128/{h}"),
                 ca: Some((format!("{h}/ca.pem"), format!("{h}/ca-bundle.pem"))),
                 notes: vec![format!("in the guest, run sluice forward --to unix:{h}")],
+                secrets: vec![],
             };
             let text = env.render(Shell::Sh);
             for line in text.lines().filter(|l| l.starts_with('#')) {

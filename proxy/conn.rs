@@ -150,6 +150,7 @@ async fn connect(
         note: None,
         conn: ctx.id,
         addr: None,
+        secrets: Vec::new(),
     };
     let mut cx = match ReqCtx::start(&ctx, live, ex) {
         Ok(cx) => cx,

@@ -66,6 +66,7 @@ mod policy;
 mod reload;
 mod report;
 mod respond;
+mod secrets;
 mod server;
 mod shell;
 mod splice;

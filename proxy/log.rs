@@ -174,6 +174,10 @@ pub(crate) struct AccessRecord {
     /// `would_deny`, would have been), or null.
     #[serde(default)]
     pub(crate) reason: Option<String>,
+    /// The secrets swapped in, or whose leak refused the request (names,
+    /// never values); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) secrets: Vec<Arc<str>>,
 }
 
 fn version_one() -> u32 {

@@ -30,6 +30,8 @@ pub(crate) enum ReloadError {
     Resolver(#[from] crate::dns::ResolverError),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Secret(#[from] crate::secrets::SecretError),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: String,
@@ -123,6 +125,7 @@ struct Prepared {
     changes: Vec<String>,
     resolver: Option<Arc<Resolver>>,
     tls: crate::tls::Tls,
+    secrets: crate::secrets::ByTask,
     wanted: HashSet<ListenAddr>,
     current: HashSet<ListenAddr>,
     fresh: Vec<(ListenAddr, Bound)>,
@@ -131,6 +134,7 @@ struct Prepared {
 async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
     let old = shared.snapshot();
     let Some(p) = prepare(shared, &old).await? else {
+        rotate_secrets(shared, &old)?;
         return Ok(Summary {
             generation: old.generation,
             unchanged: true,
@@ -157,6 +161,7 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
         resolver: p.resolver.unwrap_or_else(|| before.resolver.clone()),
         tls: Arc::new(p.tls),
         own: Arc::new(own_addrs(shared, &closed, &p.fresh)),
+        secrets: Arc::new(p.secrets),
     });
     // Only now are removed tasks' runtimes dropped and their streams
     // closed: a tunnel that registers before this was decided under the
@@ -197,6 +202,25 @@ async fn apply(shared: &Arc<Shared>) -> Result<Summary, ReloadError> {
 /// Loads and validates the new config and builds what can fail —
 /// resolver, TLS, new listeners — touching nothing live. `None` when the
 /// config text is the one in force.
+/// An unchanged config still re-reads its secrets' values (a rotated
+/// token file or variable); placeholders stay as they are. A value that
+/// cannot be read fails the reload and the old values stay.
+fn rotate_secrets(shared: &Shared, old: &Snapshot) -> Result<(), ReloadError> {
+    if old.tasks.iter().all(|t| t.secrets.is_empty()) {
+        return Ok(());
+    }
+    let secrets = crate::secrets::load_all(old)?;
+    let live = shared.live();
+    shared.publish(Live {
+        config: live.config.clone(),
+        resolver: live.resolver.clone(),
+        tls: live.tls.clone(),
+        own: live.own.clone(),
+        secrets: Arc::new(secrets),
+    });
+    Ok(())
+}
+
 async fn prepare(shared: &Shared, old: &Snapshot) -> Result<Option<Prepared>, ReloadError> {
     let mut new = config::load(shared.config_path.as_deref(), old.generation + 1)?;
     if new.fingerprint == old.fingerprint && new.source == old.source {
@@ -224,6 +248,7 @@ async fn prepare(shared: &Shared, old: &Snapshot) -> Result<Option<Prepared>, Re
         None
     };
     let tls = crate::tls::for_snapshot(&new, Some(&shared.live().tls))?;
+    let secrets = crate::secrets::load_all(&new)?;
     let wanted: HashSet<ListenAddr> = new.tasks.iter().flat_map(|t| t.listen.clone()).collect();
     let current = current_listeners(shared, &wanted);
     let mut fresh: Vec<(ListenAddr, Bound)> = Vec::new();
@@ -244,6 +269,7 @@ async fn prepare(shared: &Shared, old: &Snapshot) -> Result<Option<Prepared>, Re
         changes,
         resolver,
         tls,
+        secrets,
         wanted,
         current,
         fresh,

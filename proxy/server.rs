@@ -29,6 +29,8 @@ pub(crate) enum StartError {
     Resolver(#[from] crate::dns::ResolverError),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Secret(#[from] crate::secrets::SecretError),
     #[error("{who}: cannot listen on {addr}: {source}")]
     Listen {
         who: String,
@@ -99,6 +101,9 @@ pub(crate) async fn run_until(
     })?;
     let resolver = Resolver::new(&snapshot.resolver)?;
     let tls = crate::tls::for_snapshot(&snapshot, None)?;
+    // Values read and placeholders kept before any listener is up: a task
+    // never connects before its placeholders exist.
+    let secrets = crate::secrets::load_all(&snapshot)?;
     let metrics = Metrics::new();
     metrics.config_generation.set(snapshot.generation as i64);
     let mut own = OwnAddrs {
@@ -120,6 +125,7 @@ pub(crate) async fn run_until(
         .collect();
     let drain = snapshot.limits.drain;
     let live = Live {
+        secrets: Arc::new(secrets),
         config: Arc::new(snapshot),
         resolver: Arc::new(resolver),
         tls: Arc::new(tls),

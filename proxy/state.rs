@@ -54,6 +54,8 @@ pub(crate) struct TaskRuntime {
     pub(crate) asks: crate::ask::Asks,
     /// Window memory this task's response decoders hold.
     pub(crate) decoder_memory: Arc<crate::taint::body::memory::Pool>,
+    /// Set when a secret would have leaked (`on_violation = "quarantine"`).
+    pub(crate) quarantine: crate::secrets::Quarantine,
 }
 
 /// Hosts remembered for the shadow-mode console lines at most; past it
@@ -119,6 +121,7 @@ impl TaskRuntime {
             .join("taint.jsonl");
         let (store, loaded, bad) = TaintStore::load(&task.id, &path, task.taint.max_hosts);
         let asks = crate::ask::Asks::load(&path.with_file_name("granted.jsonl"));
+        let quarantine = crate::secrets::Quarantine::load(path.parent().unwrap_or(&path));
         if loaded > 0 || bad > 0 {
             tracing::info!(task = %task.id, hosts = loaded, unreadable_lines = bad, "taint set reloaded");
         }
@@ -150,6 +153,7 @@ impl TaskRuntime {
             decoder_memory: crate::taint::body::memory::Pool::new(
                 crate::taint::body::memory::TASK_CAP,
             ),
+            quarantine,
         }
     }
 }
@@ -176,6 +180,8 @@ pub(crate) struct Live {
     pub(crate) tls: Arc<Tls>,
     /// sluice's own listening addresses, refused to every task.
     pub(crate) own: Arc<OwnAddrs>,
+    /// Each task's secrets (values read for this generation).
+    pub(crate) secrets: Arc<crate::secrets::ByTask>,
 }
 
 /// State every connection reads.

@@ -25,7 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("pipeline", &["exchange"]),
     ("state", &["state", "ask"]),
     ("I/O", &["upstream", "tunnel", "splice", "tls", "listener"]),
-    ("taint", &["taint"]),
+    ("taint", &["taint", "secrets"]),
     ("records", &["log", "metrics", "respond", "dns", "console"]),
     ("model", &["policy", "config", "shell"]),
 ];

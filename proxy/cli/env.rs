@@ -46,12 +46,35 @@ pub(super) fn client_env(
     } else {
         None
     };
+    let secrets = placeholders(&snap.state_dir, t)?;
     Ok(crate::clientenv::Env {
         task: t.id.clone(),
         proxy: url,
         ca,
         notes,
+        secrets,
     })
+}
+
+/// Each of the task's secrets and its placeholder, as `sluice run` keeps
+/// them (never a value: `env` does not read one).
+fn placeholders(
+    state_dir: &Path,
+    t: &crate::config::TaskConfig,
+) -> Result<Vec<(String, String)>, CommandError> {
+    let kept = crate::secrets::read_placeholders(state_dir, &t.id);
+    t.secrets
+        .iter()
+        .map(|s| match kept.get(&s.name) {
+            Some(p) => Ok((s.name.clone(), p.clone())),
+            None => Err(CommandError::refused(format!(
+                "the secret {} of task {:?} has no placeholder yet: start sluice once with its value at hand (it makes the placeholder in {})",
+                s.name,
+                t.id,
+                state_dir.join("tasks").join(&t.id).join("placeholders.json").display()
+            ))),
+        })
+        .collect()
 }
 
 /// The CA and the bundle, as absolute paths (a relative one breaks as soon

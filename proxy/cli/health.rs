@@ -189,6 +189,23 @@ pub(super) fn untaint(snap: &Snapshot, task: Option<&str>, name: &str) -> Result
     }
 }
 
+/// `sluice release`: asks the admin API to end a task's quarantine.
+pub(super) fn release(snap: &Snapshot, task: Option<&str>) -> Result<String, AskError> {
+    let addr = snap.admin.as_ref().ok_or(AskError::NoListener(
+        "[admin] listen: sluice release asks the admin API",
+    ))?;
+    let task = task_or_only(snap, task)?;
+    let uid = rustix::process::getuid().as_raw();
+    let user = std::env::var("USER").unwrap_or_default();
+    let by = format!("sluice release, uid {uid} {user}");
+    let (status, body) = call_with(addr, "POST", &format!("/tasks/{task}/release"), "", &by)?;
+    if status == 200 {
+        Ok(body)
+    } else {
+        Err(AskError::Answered(body.trim().to_string()))
+    }
+}
+
 /// A blocking byte stream (TCP or unix).
 trait ReadWrite: std::io::Read + std::io::Write {}
 impl<T: std::io::Read + std::io::Write> ReadWrite for T {}

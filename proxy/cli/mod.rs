@@ -102,6 +102,13 @@ pub(crate) enum Command {
         /// sluice stay refused.
         #[arg(long, value_name = "CIDR")]
         allow_private: Vec<String>,
+        /// A secret the command gets only a placeholder for, under the
+        /// variable NAME: sluice reads the value from its own NAME and
+        /// swaps it in on intercepted requests to HOSTs (with --allow; each
+        /// must be allowed). With --config, NAME must be one of the task's
+        /// [[task.secret]] entries.
+        #[arg(long, value_name = "NAME[@HOST,...]")]
+        secret: Vec<String>,
         /// Shadow mode: relay every public host (IP literals and private
         /// addresses are still refused), and end with the allow line that
         /// admits exactly what the command reached.
@@ -139,6 +146,10 @@ pub(crate) enum Command {
     /// task's taint set after a person has checked it; taint.jsonl keeps
     /// a line saying who removed what.
     Untaint(UntaintArgs),
+    /// End a task's quarantine after a secret leak (on_violation =
+    /// "quarantine"), once a person has checked what the task sent;
+    /// secrets.jsonl keeps a line saying who released it and when.
+    Release(ReleaseArgs),
     /// The command's last step inside `sluice exec` (started by exec).
     #[cfg(feature = "exec")]
     #[command(hide = true)]
@@ -315,6 +326,7 @@ pub(crate) fn execute(cli: Cli) -> ExitCode {
         Command::Allow(a) => answer(a.config, a.task.as_deref(), "allow", &a.destination),
         Command::Deny(a) => answer(a.config, a.task.as_deref(), "deny", &a.destination),
         Command::Untaint(a) => untaint(a),
+        Command::Release(a) => release(a),
         Command::Check { config, wide } => {
             printed(config::load(config.as_deref(), 1).map(|s| check_report(&s, wide)))
         }
@@ -329,6 +341,7 @@ fn run_exec(exec: Command) -> ExitCode {
         task,
         allow,
         allow_private,
+        secret,
         learn,
         intercept,
         state,
@@ -343,6 +356,7 @@ fn run_exec(exec: Command) -> ExitCode {
         task,
         allow,
         allow_private,
+        secret,
         learn,
         intercept: intercept.map(InterceptArg::into),
         state,
@@ -415,6 +429,34 @@ fn untaint(a: UntaintArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `sluice release --task T`.
+fn release(a: ReleaseArgs) -> ExitCode {
+    match config::load(a.config.as_deref(), 1)
+        .map_err(health::AskError::from)
+        .and_then(|s| health::release(&s, a.task.as_deref()))
+    {
+        Ok(said) => {
+            out(&said);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice release: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `sluice release`'s arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReleaseArgs {
+    /// The config sluice runs with (its [admin] listen is asked).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The task (default: the config's only task).
+    #[arg(long)]
+    task: Option<String>,
 }
 
 /// `sluice untaint`'s arguments.

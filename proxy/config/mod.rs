@@ -13,6 +13,7 @@
 pub(crate) mod diff;
 mod listen;
 mod raw;
+mod secret;
 mod sections;
 mod task;
 mod validator;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use crate::policy::{TaintMode, TaskRules};
 pub(crate) use listen::ListenAddr;
 use raw::RawConfig;
+pub(crate) use secret::{OnViolation, SecretConfig, SecretSource};
 #[cfg(feature = "exec")]
 pub(crate) use task::private_net;
 use validator::Validator;
@@ -90,6 +92,8 @@ pub(crate) struct TaskConfig {
     pub(crate) taint: TaintSettings,
     /// `allow_mode = "ask"`: how long a request waits for a person.
     pub(crate) ask_timeout: Duration,
+    /// `[[task.secret]]`: credentials kept out of the task (SPEC §10).
+    pub(crate) secrets: Vec<SecretConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

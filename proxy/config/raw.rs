@@ -90,6 +90,25 @@ pub(crate) struct RawTask {
     #[serde(default)]
     pub(crate) passthrough: Vec<S<String>>,
     pub(crate) taint: Option<RawTaint>,
+    #[serde(default)]
+    pub(crate) secret: Vec<S<RawSecret>>,
+}
+
+/// One `[[task.secret]]` as written.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawSecret {
+    pub(crate) name: S<String>,
+    pub(crate) from_env: Option<S<String>>,
+    pub(crate) from_file: Option<S<String>>,
+    /// A value written in the config: refused, and only its place is kept
+    /// (never the text), so no message or `Debug` output can repeat it.
+    pub(crate) value: Option<S<Withheld>>,
+    #[serde(default)]
+    pub(crate) hosts: Vec<S<String>>,
+    pub(crate) headers: Option<Vec<S<String>>>,
+    pub(crate) query: Option<S<bool>>,
+    pub(crate) body: Option<S<bool>>,
+    pub(crate) on_violation: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,6 +128,23 @@ pub(crate) struct RawTaint {
     /// Groups of hosts that count as one site: a response from one does
     /// not taint the others (default: each registry with its file hosts).
     pub(crate) related: Option<Vec<Vec<S<String>>>>,
+}
+
+/// A value read and dropped at once: nothing of it is kept or shown.
+pub(crate) struct Withheld;
+
+impl std::fmt::Debug for Withheld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("(withheld)")
+    }
+}
+
+impl<'de> Deserialize<'de> for Withheld {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Withheld, D::Error> {
+        // Read as any value (not "ignored": it is a key the config knows).
+        let _ = toml::Value::deserialize(d)?;
+        Ok(Withheld)
+    }
 }
 
 /// A key the config does not know, and where it is written.
@@ -169,6 +205,21 @@ const KNOWN: &[(&str, &[&str])] = &[
             "intercept",
             "passthrough",
             "taint",
+            "secret",
+        ],
+    ),
+    (
+        "task.secret",
+        &[
+            "name",
+            "from_env",
+            "from_file",
+            "value",
+            "hosts",
+            "headers",
+            "query",
+            "body",
+            "on_violation",
         ],
     ),
     (
@@ -219,6 +270,7 @@ fn belongs_in(steps: &[Step]) -> Option<&'static str> {
         "" => "the top of the file (before any [section])",
         "task" => "[[task]] (above its [task.taint])",
         "task.taint" => "[task.taint]",
+        "task.secret" => "[[task.secret]]",
         "admin" => "[admin]",
         "resolver" => "[resolver]",
         "upstream" => "[upstream]",
@@ -372,6 +424,7 @@ mod tests {
             "" => String::new(),
             "task" => "[[task]]\nid = \"a\"\n".to_string(),
             "task.taint" => "[[task]]\nid = \"a\"\n[task.taint]\n".to_string(),
+            "task.secret" => "[[task]]\nid = \"a\"\n[[task.secret]]\nname = \"N\"\n".to_string(),
             t => format!("[{t}]\n"),
         };
         format!("{head}{key} = true\n")

@@ -47,6 +47,13 @@ impl Validator<'_> {
         let passthrough = self.host_list(&raw.passthrough, &key(&id, "passthrough"));
         let taint = self.taint(raw.taint.as_ref(), &id);
         let ask_secs = self.positive(&raw.ask_timeout_secs, &key(&id, "ask_timeout_secs"), 30);
+        let view = super::secret::TaskView {
+            id: &id,
+            allow: &allow,
+            intercept,
+            passthrough: &passthrough,
+        };
+        let secrets = self.secrets(&raw.secret, &view, base);
         if self.problems.len() > start {
             return None;
         }
@@ -63,6 +70,7 @@ impl Validator<'_> {
             passthrough,
             taint,
             ask_timeout: std::time::Duration::from_secs(ask_secs),
+            secrets,
         })
     }
 

@@ -449,3 +449,59 @@ fn a_value_of_the_wrong_type_names_its_key() {
     let p = check("x = [\n").unwrap_err();
     assert_eq!(p[0].key, "toml", "a syntax error names no key");
 }
+
+/// A task with one `[[task.secret]]` whose lines are `secret`.
+fn with_secret(task_extra: &str, secret: &str) -> String {
+    format!(
+        "[[task]]\nid = \"a\"\nlisten = [\"tcp:127.0.0.1:1\"]\nallow = [\"api.example.com\", \"other.example.com\"]\n{task_extra}\n[[task.secret]]\n{secret}\n"
+    )
+}
+
+#[test]
+fn a_secret_is_read_with_its_defaults() {
+    let text = with_secret(
+        "",
+        "name = \"TOKEN\"\nfrom_env = \"GH_TOKEN\"\nhosts = [\"api.example.com\"]",
+    );
+    let snap = check(&text).unwrap();
+    let s = &snap.task("a").unwrap().secrets[0];
+    assert_eq!(s.name, "TOKEN");
+    assert_eq!(s.source, SecretSource::Env("GH_TOKEN".into()));
+    assert_eq!(s.headers, vec!["authorization".to_string()]);
+    assert!(s.hosts.contains(&Host::Name("api.example.com".into()), 443));
+    assert!(s.hosts.contains(&Host::Name("api.example.com".into()), 80));
+    assert!((!s.query, !s.body, s.on_violation) == (true, true, OnViolation::Refuse));
+    let file = with_secret("", "name = \"T\"\nfrom_file = \"tok\"\nhosts = [\"api.example.com:443\"]\nheaders = [\"X-Api-Key\"]\non_violation = \"quarantine\"\nbody = true");
+    let s = check(&file).unwrap().task("a").unwrap().secrets[0].clone();
+    assert_eq!(s.source, SecretSource::File("/cfg/tok".into()));
+    assert_eq!(s.headers, vec!["x-api-key".to_string()]);
+    assert_eq!(s.on_violation, OnViolation::Quarantine);
+    assert!(s.body && !s.hosts.contains(&Host::Name("api.example.com".into()), 80));
+}
+
+#[test]
+fn bad_secrets_are_refused_and_a_written_value_is_never_repeated() {
+    let value = "ghp_ThisMustNeverBePrinted0123456789";
+    let cases = [
+        (with_secret("", &format!("name = \"T\"\nvalue = \"{value}\"\nhosts = [\"api.example.com\"]")), "task[a].secret[T].value", "never written in the config"),
+        (with_secret("", "name = \"T\"\nfrom_env = \"X\"\nhosts = [\"nope.example.com\"]"), "task[a].secret[T].hosts", "not in the task's allow"),
+        (with_secret("intercept = \"none\"", "name = \"T\"\nfrom_env = \"X\"\nhosts = [\"api.example.com\"]"), "task[a].secret[T].hosts", "intercept = \"all\""),
+        (with_secret("passthrough = [\"api.example.com\"]", "name = \"T\"\nfrom_env = \"X\"\nhosts = [\"api.example.com\"]"), "task[a].secret[T].hosts", "passthrough"),
+        (with_secret("", "name = \"T\"\nfrom_env = \"X\"\nhosts = [\"1.2.3.4\"]"), "task[a].secret[T].hosts", "host names"),
+        (with_secret("", "name = \"T\"\nfrom_env = \"X\""), "task[a].secret[T].hosts", "list the hosts"),
+        (with_secret("", "name = \"T\"\nhosts = [\"api.example.com\"]"), "task[a].secret[T].from_env", "from_env"),
+        (with_secret("", "name = \"1T\"\nfrom_env = \"X\"\nhosts = [\"api.example.com\"]"), "task[a].secret.name", "variable name"),
+        (with_secret("", "name = \"T\"\nfrom_env = \"X\"\nhosts = [\"api.example.com\"]\non_violation = \"shrug\""), "task[a].secret[T].on_violation", "quarantine"),
+    ];
+    for (text, key, says) in cases {
+        let problems = check(&text).unwrap_err();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.key == key && p.message.contains(says)),
+            "{key}: {problems:?}"
+        );
+        let shown = format!("{problems:?}");
+        assert!(!shown.contains(value), "a value is never repeated: {shown}");
+    }
+}

@@ -130,6 +130,9 @@ impl ReqCtx {
         host_header: &HostHeader,
         sent: Sent<'_>,
     ) -> Verdict<Admission> {
+        if let Some(secret) = self.conn.task.quarantine.by() {
+            return Verdict::Deny(policy::secrets::quarantined(&secret, &self.task.id));
+        }
         let asking = self.task.rules.allow_mode == policy::AllowMode::Ask;
         if asking {
             let why = Refusal::new(

@@ -162,6 +162,7 @@ impl ConnCtx {
             note: None,
             conn: self.id,
             addr: None,
+            secrets: Vec::new(),
         };
         tracing::info!(target = %raw.target,
             rule = "bad-target", "refused: {}", raw.refusal.reason);

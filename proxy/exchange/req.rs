@@ -71,6 +71,11 @@ impl ReqCtx {
         &mut self.row.ex
     }
 
+    /// The task's secrets, when it has any (SPEC §10).
+    pub(crate) fn secrets(&self) -> Option<Arc<crate::secrets::TaskSecrets>> {
+        self.live.secrets.get(&self.task.id).cloned()
+    }
+
     /// The config in force for this request.
     pub(crate) fn snap(&self) -> &Snapshot {
         &self.live.config

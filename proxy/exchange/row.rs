@@ -37,6 +37,9 @@ pub(crate) struct Exchange {
     pub(crate) conn: u64,
     /// The upstream address dialled, once one was.
     pub(crate) addr: Option<std::net::SocketAddr>,
+    /// The secrets swapped into the request, or the one whose leak refused
+    /// it (names only).
+    pub(crate) secrets: Vec<Arc<str>>,
 }
 
 /// Writes the one access-log row of an exchange and counts it in the
@@ -76,6 +79,7 @@ pub(crate) fn write_row(
         conn: ex.conn,
         addr: ex.addr.map(|a| a.to_string()),
         reason: refusal.map(|r| r.reason.clone()),
+        secrets: ex.secrets.clone(),
     };
     shared.log.access(&rec);
     if let (Verdict::WouldDeny(..), Some(r)) = (verdict, refusal) {

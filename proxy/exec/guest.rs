@@ -41,6 +41,7 @@ pub(crate) fn client_env(task: &TaskConfig, state: &Path) -> Result<Env, Command
         proxy: format!("http://127.0.0.1:{RELAY_PORT}"),
         ca,
         notes: Vec::new(),
+        secrets: Vec::new(),
     })
 }
 
@@ -78,6 +79,18 @@ pub(crate) async fn spawn(
         match v {
             Some(v) => cmd.env(k, v),
             None => cmd.env_remove(k),
+        };
+    }
+    // The command never gets a secret's value: its variable holds the
+    // placeholder sluice made, and the variable sluice read it from is gone.
+    let kept = crate::secrets::read_placeholders(state, &task.id);
+    for s in &task.secrets {
+        if let crate::config::SecretSource::Env(var) = &s.source {
+            cmd.env_remove(var);
+        }
+        match kept.get(&s.name) {
+            Some(p) => cmd.env(&s.name, p),
+            None => cmd.env_remove(&s.name),
         };
     }
     let mut relay = ns::Relay::install()?;

@@ -45,6 +45,8 @@ pub(crate) struct Options {
     pub(crate) task: Option<String>,
     pub(crate) allow: Vec<String>,
     pub(crate) allow_private: Vec<String>,
+    /// `--secret NAME[@HOST,…]`.
+    pub(crate) secret: Vec<String>,
     pub(crate) learn: bool,
     pub(crate) intercept: Option<Intercept>,
     pub(crate) state: Option<PathBuf>,
@@ -131,7 +133,7 @@ fn state_dir(given: Option<&Path>) -> Result<PathBuf, CommandError> {
 fn snapshot(o: &Options, state: &Path) -> Result<Snapshot, CommandError> {
     let mut snap = match &o.config {
         Some(path) => config::load(Some(path), 1).map_err(CommandError::refused)?,
-        None => from_allow(&o.allow)?,
+        None => from_allow(&o.allow, &o.secret)?,
     };
     let chosen = match (&o.task, snap.tasks.len()) {
         (Some(id), _) => snap.task(id).cloned().ok_or_else(|| {
@@ -169,6 +171,7 @@ fn snapshot(o: &Options, state: &Path) -> Result<Snapshot, CommandError> {
     if let Some(i) = o.intercept {
         task.intercept = i;
     }
+    check_secrets(o, &task)?;
     snap.tasks = vec![Arc::new(task)];
     snap.state_dir = state.to_path_buf();
     snap.admin = None;
@@ -179,9 +182,51 @@ fn snapshot(o: &Options, state: &Path) -> Result<Snapshot, CommandError> {
     Ok(snap)
 }
 
-/// A config of one task, `exec`, allowing `--allow`'s entries (checked as
-/// a config's `allow` is).
-fn from_allow(allow: &[String]) -> Result<Snapshot, CommandError> {
+/// `--secret` against the task: with `--config`, each NAME one of its
+/// secrets; and a task with secrets intercepts (its values are swapped in
+/// only on intercepted requests).
+fn check_secrets(o: &Options, task: &config::TaskConfig) -> Result<(), CommandError> {
+    for spec in &o.secret {
+        let name = spec.split('@').next().unwrap_or(spec);
+        if o.config.is_some() && spec.contains('@') {
+            return Err(CommandError::Usage(format!(
+                "--secret {spec}: with --config, a secret's hosts are the config's; pass --secret {name}"
+            )));
+        }
+        if !task.secrets.iter().any(|s| s.name == name) {
+            return Err(CommandError::refused(format!(
+                "--secret {name}: task {:?} has no [[task.secret]] named {name}",
+                task.id
+            )));
+        }
+    }
+    if !task.secrets.is_empty() && task.intercept != config::Intercept::All {
+        return Err(CommandError::Usage(
+            "--intercept none: a task with secrets must intercept (sluice swaps a value in only on intercepted requests)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `--secret NAME@HOST,…` as a `[[task.secret]]` table: the value from
+/// sluice's own `NAME`.
+fn secret_table(spec: &str) -> Result<toml::Table, CommandError> {
+    let Some((name, hosts)) = spec.split_once('@') else {
+        return Err(CommandError::Usage(format!(
+            "--secret {spec}: name its hosts, as --secret {spec}@HOST[,HOST…] (each also in --allow)"
+        )));
+    };
+    let mut t = toml::Table::new();
+    t.insert("name".into(), name.into());
+    t.insert("from_env".into(), name.into());
+    let hosts: Vec<toml::Value> = hosts.split(',').map(toml::Value::from).collect();
+    t.insert("hosts".into(), hosts.into());
+    Ok(t)
+}
+
+/// A config of one task, `exec`, allowing `--allow`'s entries and holding
+/// `--secret`'s (checked as a config's are).
+fn from_allow(allow: &[String], secrets: &[String]) -> Result<Snapshot, CommandError> {
     let mut task = toml::Table::new();
     task.insert("id".into(), EXEC_TASK.into());
     task.insert(
@@ -196,13 +241,20 @@ fn from_allow(allow: &[String]) -> Result<Snapshot, CommandError> {
             .collect::<Vec<_>>()
             .into(),
     );
+    let secrets = secrets
+        .iter()
+        .map(|s| secret_table(s).map(toml::Value::Table))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !secrets.is_empty() {
+        task.insert("secret".into(), secrets.into());
+    }
     let mut doc = toml::Table::new();
     doc.insert("task".into(), vec![toml::Value::Table(task)].into());
     let text = toml::to_string(&doc).doing(|| "--allow")?;
     config::validate(&text, Source::Embedded, Path::new("."), 1).map_err(|e| match e {
         config::ConfigError::Invalid { problems, .. } => {
             let what: Vec<String> = problems.into_iter().map(|p| p.message).collect();
-            CommandError::Usage(format!("--allow: {}", what.join("; ")))
+            CommandError::Usage(format!("--allow, --secret: {}", what.join("; ")))
         }
         other => CommandError::refused(other),
     })

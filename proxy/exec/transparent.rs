@@ -220,6 +220,7 @@ pub(crate) async fn record_refusals(
             conn: 0,
             addr: None,
             reason: Some(reason),
+            secrets: Vec::new(),
         });
     }
     log.flush().await;

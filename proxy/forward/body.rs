@@ -22,8 +22,8 @@ use crate::upstream::{Pool, PoolKey, Sender};
 /// carries data is registered like a tunnel while it streams: when its
 /// host becomes tainted or leaves the allow-list, no further chunk goes
 /// up and the upload fails.
-pub(super) struct CountingBody {
-    pub(super) inner: Incoming,
+pub(super) struct CountingBody<B = Incoming> {
+    pub(super) inner: B,
     pub(super) counter: Arc<AtomicU64>,
     pub(super) revoked: Option<(
         crate::taint::OwnedTunnelGuard,
@@ -36,7 +36,11 @@ pub(super) struct CountingBody {
 #[error("the upload was cut: its host became tainted or left the allow-list")]
 pub(super) struct UploadRevoked;
 
-impl Body for CountingBody {
+impl<B> Body for CountingBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<crate::respond::BodyError>,
+{
     type Data = Bytes;
     type Error = crate::respond::BodyError;
 

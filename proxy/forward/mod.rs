@@ -57,6 +57,7 @@ pub(crate) async fn forward(
         note: None,
         conn: ctx.id,
         addr: None,
+        secrets: Vec::new(),
     };
     let mut cx = match ReqCtx::start(&ctx, live, ex) {
         Ok(cx) => cx,

@@ -17,8 +17,9 @@ use super::headers::{body_scanner, scan_headers, source_url, strip_hop_by_hop};
 use super::send::Exchanged;
 use super::{upgrade, Origin};
 use crate::exchange::ReqCtx;
-use crate::policy::{TaintMode, Target};
+use crate::policy::{Refusal, Rule, TaintMode, Target};
 use crate::respond::{self, ProxyBody};
+use crate::secrets::{Dest, EchoBody};
 use crate::taint::body::memory::Memory;
 use crate::upstream::PoolKey;
 
@@ -35,6 +36,20 @@ pub(super) fn respond(
     // not change what the client speaks.
     rparts.version = x.client_version;
     let scan = scan_for(&cx, target, origin, &x.path, &rparts);
+    let dest = Dest {
+        target,
+        intercepted: origin.tls.is_some(),
+    };
+    // A response from a secret's host gets its placeholder back where it
+    // echoes the value.
+    let echo = match cx
+        .secrets()
+        .map(|s| (s.echo_head(&dest, &mut rparts.headers), s))
+    {
+        None | Some((Ok(false), _)) => None,
+        Some((Ok(true), s)) => Some(s),
+        Some((Err(cut), _)) => return cx.refuse(Refusal::new(Rule::SecretLeak, cut.to_string())),
+    };
     let switching = rparts.status == StatusCode::SWITCHING_PROTOCOLS;
     let upgrade = x.client_upgrade.is_some();
     strip_hop_by_hop(&mut rparts.headers, switching && upgrade);
@@ -80,7 +95,10 @@ pub(super) fn respond(
             }),
         }),
     };
-    Response::from_parts(rparts, relay.boxed())
+    match echo {
+        Some(s) => Response::from_parts(rparts, EchoBody::new(relay, s, &dest).boxed()),
+        None => Response::from_parts(rparts, relay.boxed()),
+    }
 }
 
 /// How the response is scanned (none when the task's taint is off): its

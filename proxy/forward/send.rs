@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
 use http::{Request, Response, Version};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +21,7 @@ use super::headers::{keep_upgrade, shape_for, strip_hop_by_hop};
 use super::Origin;
 use crate::exchange::{ReqCtx, Sent};
 use crate::policy::{Admission, Refusal, Target, Verdict};
+use crate::secrets::{Dest, Leak, LeakGuard, TaskSecrets, Watch};
 use crate::state::TaskRuntime;
 use crate::tls::Tls;
 use crate::upstream::{connect, Sender, UpBody, UpstreamError};
@@ -78,18 +79,20 @@ pub(super) async fn send(
     s: Sending<'_>,
     mut req: Request<Incoming>,
 ) -> Result<Exchanged, NotSent> {
+    let secrets = cx.secrets();
+    if secrets.is_some() {
+        // Client frames of an upgraded connection are not watched for
+        // secrets: the upgrade is not passed on (fail closed).
+        req.headers_mut().remove(http::header::UPGRADE);
+    }
     let upgrade = keep_upgrade(req.headers_mut());
     let client_version = req.version();
     let (mut parts, incoming) = req.into_parts();
-    let client_upgrade = upgrade.then(|| {
-        // hyper hands out the client's upgrade through the extensions.
-        let mut r = Request::new(());
-        *r.extensions_mut() = std::mem::take(&mut parts.extensions);
-        hyper::upgrade::on(r)
-    });
-    let carries = s.sent.body && !upgrade;
-    let revoked = match register_body(cx, s.target, &s.admitted, carries, s.sent) {
-        Ok(r) => r,
+    let guard = match secrets
+        .map(|t| guard_head(cx, &s, t, &mut parts))
+        .transpose()
+    {
+        Ok(g) => g,
         Err(refusal) => {
             return Err(NotSent {
                 refusal,
@@ -97,13 +100,21 @@ pub(super) async fn send(
             })
         }
     };
-    let bytes_up = Arc::new(AtomicU64::new(0));
-    let up_body = CountingBody {
-        inner: incoming,
-        counter: bytes_up.clone(),
-        revoked,
-    }
-    .boxed();
+    let client_upgrade = upgrade.then(|| {
+        // hyper hands out the client's upgrade through the extensions.
+        let mut r = Request::new(());
+        *r.extensions_mut() = std::mem::take(&mut parts.extensions);
+        hyper::upgrade::on(r)
+    });
+    let carries = s.sent.body && !upgrade;
+    let (up_body, bytes_up) =
+        match upload(cx, &s, guard.as_ref(), &mut parts, incoming, carries).await {
+            Ok(x) => x,
+            Err((refusal, unread)) => {
+                let unread = unread.map(|b| Request::from_parts(parts, b));
+                return Err(NotSent { refusal, unread });
+            }
+        };
     let path = path_and_query(&parts.uri);
     let authority = authority_for(s.target, s.origin.scheme);
     let up_req = upstream_request(parts, up_body, &authority, upgrade);
@@ -120,7 +131,20 @@ pub(super) async fn send(
     let first_byte = snap.limits.first_byte_timeout;
     let sent_at = Instant::now();
     let sending = send_on(&up, s.admitted, s.origin, up_req, upgrade);
-    let (resp, sender, addr) = match tokio::time::timeout(first_byte, sending).await {
+    let sent = tokio::time::timeout(first_byte, sending).await;
+    // A secret found in the body refuses the request, however the upstream
+    // took the cut.
+    if let Some((_, watch)) = &guard {
+        if let Some(leak) = watch.leak() {
+            return Err(leaked(cx, leak).into());
+        }
+        for name in watch.swapped() {
+            if !cx.ex().secrets.contains(&name) {
+                cx.ex_mut().secrets.push(name);
+            }
+        }
+    }
+    let (resp, sender, addr) = match sent {
         Ok(r) => r.map_err(|e| e.refusal())?,
         Err(_) => {
             let late = UpstreamError::FirstByteTimeout {
@@ -145,6 +169,152 @@ pub(super) async fn send(
         client_upgrade,
         bytes_up,
     })
+}
+
+/// The request body as it goes upstream: registered like a tunnel (so a
+/// later taint or reload cuts it) and counted; for a task with secrets,
+/// read whole and checked before a byte is sent when it is small, else
+/// watched as it streams. `Err`: the refusal, and the body if unread.
+async fn upload(
+    cx: &mut ReqCtx,
+    s: &Sending<'_>,
+    guard: Option<&(Arc<TaskSecrets>, Arc<Watch>)>,
+    parts: &mut http::request::Parts,
+    incoming: Incoming,
+    carries: bool,
+) -> Result<(UpBody, Arc<AtomicU64>), (Refusal, Option<Incoming>)> {
+    let upload = match guard {
+        Some((secrets, watch)) if carries && small(&parts.headers) => {
+            let limit = cx.snap().limits.header_timeout;
+            match read_whole(secrets, &dest_of(s), watch, incoming, limit).await {
+                Ok(b) => Upload::Read(b),
+                Err(r) => return Err((watch.leak().map_or(r, |l| leaked(cx, l)), None)),
+            }
+        }
+        _ => Upload::Streamed(incoming),
+    };
+    let revoked = match register_body(cx, s.target, &s.admitted, carries, s.sent) {
+        Ok(r) => r,
+        Err(refusal) => {
+            return Err(match upload {
+                Upload::Streamed(b) => (refusal, Some(b)),
+                Upload::Read(_) => (refusal, None),
+            })
+        }
+    };
+    let bytes_up = Arc::new(AtomicU64::new(0));
+    let counter = bytes_up.clone();
+    let streamed = matches!(upload, Upload::Streamed(_));
+    let mut up_body = match upload {
+        Upload::Read(b) => CountingBody {
+            inner: Full::new(b),
+            counter,
+            revoked,
+        }
+        .boxed(),
+        Upload::Streamed(inner) => CountingBody {
+            inner,
+            counter,
+            revoked,
+        }
+        .boxed(),
+    };
+    if let Some((secrets, watch)) = guard {
+        let dest = dest_of(s);
+        if secrets.body_changes_length(&dest) {
+            up_req_headers_lose_length(parts);
+        }
+        if streamed {
+            up_body = LeakGuard::new(up_body, secrets.clone(), &dest, watch.clone()).boxed();
+        }
+    }
+    Ok((up_body, bytes_up))
+}
+
+/// A request body as it goes upstream: read whole first (and checked for
+/// secrets before a byte is sent), or streamed.
+enum Upload {
+    Read(bytes::Bytes),
+    Streamed(Incoming),
+}
+
+/// Bodies up to this size are read whole before anything is sent when the
+/// task has secrets, so a leak anywhere in them sends nothing upstream;
+/// larger or unsized ones stream and are cut where a leak is found.
+const READ_WHOLE: u64 = 1024 * 1024;
+
+/// Does the request say a body of at most [`READ_WHOLE`] bytes follows?
+fn small(h: &http::HeaderMap) -> bool {
+    h.get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+        .is_some_and(|n| n <= READ_WHOLE)
+}
+
+/// Reads a small body whole through the secrets check (swaps included).
+/// `Err`: a leak (the watch says which) or a client too slow to send it.
+async fn read_whole(
+    secrets: &Arc<TaskSecrets>,
+    dest: &Dest<'_>,
+    watch: &Arc<Watch>,
+    incoming: Incoming,
+    limit: Duration,
+) -> Result<bytes::Bytes, Refusal> {
+    let guarded = LeakGuard::new(incoming, secrets.clone(), dest, watch.clone());
+    match tokio::time::timeout(limit, guarded.collect()).await {
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e)) => Err(Refusal::new(
+            crate::policy::Rule::BadTarget,
+            format!("the request body could not be read: {e}"),
+        )),
+        Err(_) => Err(Refusal::new(
+            crate::policy::Rule::BadTarget,
+            format!(
+                "the request body did not arrive within {} s",
+                limit.as_secs()
+            ),
+        )),
+    }
+}
+
+/// A body whose length a swap changes goes without Content-Length (the
+/// upstream request is chunked).
+fn up_req_headers_lose_length(parts: &mut http::request::Parts) {
+    parts.headers.remove(header::CONTENT_LENGTH);
+}
+
+/// What the secrets check needs of where a request goes.
+fn dest_of<'a>(s: &Sending<'a>) -> Dest<'a> {
+    Dest {
+        target: s.target,
+        intercepted: s.origin.tls.is_some(),
+    }
+}
+
+/// The request head checked for the task's secrets and enabled
+/// placeholders swapped in (the row names them); what watches the body.
+fn guard_head(
+    cx: &mut ReqCtx,
+    s: &Sending<'_>,
+    secrets: Arc<TaskSecrets>,
+    parts: &mut http::request::Parts,
+) -> Result<(Arc<TaskSecrets>, Arc<Watch>), Refusal> {
+    let dest = dest_of(s);
+    match secrets.request_head(&dest, &mut parts.uri, &mut parts.headers) {
+        Ok(used) => cx.ex_mut().secrets = used,
+        Err(leak) => return Err(leaked(cx, &leak)),
+    }
+    Ok((secrets, Arc::new(Watch::default())))
+}
+
+/// A leak refuses the request (its row names the secret) and, for a
+/// secret that says so, quarantines the task and closes its tunnels.
+fn leaked(cx: &mut ReqCtx, leak: &Leak) -> Refusal {
+    cx.ex_mut().secrets = vec![leak.name.clone()];
+    if leak.quarantine {
+        cx.conn.task.quarantine.enter(&leak.name);
+        cx.conn.task.tunnels.revoke_all();
+    }
+    leak.refusal.clone()
 }
 
 /// A body registers like a tunnel, then policy is asked again: a taint or

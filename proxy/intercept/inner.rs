@@ -219,6 +219,7 @@ impl Session {
             note: None,
             conn: ctx.id,
             addr: None,
+            secrets: Vec::new(),
         };
         let cx = match ReqCtx::start(ctx, ctx.shared.live(), ex) {
             Ok(cx) => cx,

@@ -12,6 +12,7 @@
 pub(crate) mod addr;
 pub(crate) mod names;
 pub(crate) mod owners;
+pub(crate) mod secrets;
 pub(crate) mod target;
 mod tunnel;
 pub(crate) mod verdict;
@@ -46,6 +47,11 @@ pub(crate) enum Rule {
     UpstreamTimeout,
     /// The task's connection limit is reached (503).
     OverCapacity,
+    /// A secret's placeholder or value would leave for a place it does not
+    /// belong (SPEC §10).
+    SecretLeak,
+    /// The task is quarantined after a secret leak, until released.
+    Quarantined,
 }
 
 impl Rule {
@@ -74,6 +80,8 @@ impl Rule {
             Rule::UpstreamFailed => "upstream-failed",
             Rule::UpstreamTimeout => "upstream-timeout",
             Rule::OverCapacity => "over-capacity",
+            Rule::SecretLeak => "secret-leak",
+            Rule::Quarantined => "quarantined",
         }
     }
 
@@ -95,7 +103,9 @@ impl Rule {
             | Rule::HostMismatch
             | Rule::SniMismatch
             | Rule::PrivateAddress
-            | Rule::UntrustedTarget => 403,
+            | Rule::UntrustedTarget
+            | Rule::SecretLeak
+            | Rule::Quarantined => 403,
             Rule::DnsFailed | Rule::UpstreamFailed => 502,
             Rule::UpstreamTimeout => 504,
             Rule::OverCapacity => 503,

@@ -486,7 +486,9 @@ fn rule_all_is_derived_and_in_declaration_order() {
         | Rule::DnsFailed
         | Rule::UpstreamFailed
         | Rule::UpstreamTimeout
-        | Rule::OverCapacity => Rule::ALL.contains(&r),
+        | Rule::OverCapacity
+        | Rule::SecretLeak
+        | Rule::Quarantined => Rule::ALL.contains(&r),
     };
     assert!(Rule::ALL.iter().all(|r| listed(*r)));
     let ids: std::collections::HashSet<_> = Rule::ALL.iter().map(|r| r.as_str()).collect();
@@ -662,6 +664,8 @@ fn rule_ids_and_statuses_are_the_contract() {
         (Rule::UpstreamFailed, "upstream-failed", 502),
         (Rule::UpstreamTimeout, "upstream-timeout", 504),
         (Rule::OverCapacity, "over-capacity", 503),
+        (Rule::SecretLeak, "secret-leak", 403),
+        (Rule::Quarantined, "quarantined", 403),
     ];
     assert_eq!(table.len(), Rule::ALL.len());
     for (rule, id, status) in table {

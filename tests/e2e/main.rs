@@ -32,6 +32,7 @@ mod netns;
 mod ops;
 #[cfg(feature = "system-tests")] // git
 mod owners;
+mod secrets;
 mod snapshots;
 mod taint;
 mod tls;

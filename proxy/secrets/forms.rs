@@ -1,0 +1,121 @@
+//! The spellings of one secret string that count as the secret: raw,
+//! fully percent-encoded, hex, base64 and base64url at each of the three
+//! alignments (only the characters the string alone decides), and JSON
+//! `\u00XX`. Hex-digit forms are matched without regard to case, so one
+//! lower-case spelling stands for every mix of cases.
+//!
+//! Must not: match (the matcher does) or know where a form was found.
+
+use data_encoding::{BASE64URL_NOPAD, BASE64_NOPAD, HEXLOWER};
+
+/// A form of a secret string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Form {
+    pub(crate) bytes: Vec<u8>,
+    /// Matched ignoring ASCII case (hex digits: `%2f` and `%2F` alike).
+    pub(crate) any_case: bool,
+    /// The string itself, unencoded.
+    pub(crate) raw: bool,
+}
+
+/// Every form of `s` (at least 4 bytes long; shorter strings have base64
+/// cores too short to mean anything, and the config refuses them).
+pub(crate) fn forms(s: &[u8]) -> Vec<Form> {
+    let exact = |bytes: Vec<u8>| Form {
+        bytes,
+        any_case: false,
+        raw: false,
+    };
+    let any_case = |bytes: Vec<u8>| Form {
+        bytes,
+        any_case: true,
+        raw: false,
+    };
+    let mut out = vec![Form {
+        bytes: s.to_vec(),
+        any_case: false,
+        raw: true,
+    }];
+    let hex = HEXLOWER.encode(s);
+    out.push(any_case(hex.clone().into_bytes()));
+    let mut pct = String::with_capacity(s.len() * 3);
+    let mut json = String::with_capacity(s.len() * 6);
+    for pair in hex.as_bytes().chunks(2) {
+        let pair = std::str::from_utf8(pair).unwrap_or("00");
+        pct.push('%');
+        pct.push_str(pair);
+        json.push_str("\\u00");
+        json.push_str(pair);
+    }
+    out.push(any_case(pct.into_bytes()));
+    out.push(any_case(json.into_bytes()));
+    for align in 0..3 {
+        for enc in [&BASE64_NOPAD, &BASE64URL_NOPAD] {
+            let core = base64_core(enc, s, align);
+            if !core.is_empty() {
+                out.push(exact(core));
+            }
+        }
+    }
+    out.dedup_by(|a, b| a.bytes == b.bytes && a.any_case == b.any_case);
+    out
+}
+
+/// The base64 characters that depend on `s` alone when it starts `align`
+/// bytes into a 3-byte group: whatever bytes come before or after it in
+/// the encoded stream, these characters appear.
+fn base64_core(enc: &data_encoding::Encoding, s: &[u8], align: usize) -> Vec<u8> {
+    let mut padded = vec![0u8; align];
+    padded.extend_from_slice(s);
+    let encoded = enc.encode(&padded).into_bytes();
+    // Characters touching the pad bytes before `s`.
+    let skip = [0, 2, 3][align];
+    // Characters all of whose 6 bits fall inside the bytes: floor(8n / 6).
+    let whole = padded.len() * 8 / 6;
+    encoded
+        .get(skip..whole)
+        .map(<[u8]>::to_vec)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_alignment_of_base64_contains_its_core() {
+        let s = b"ghp_Secr3tValue0123456789";
+        for prefix_len in 0..6 {
+            for suffix_len in 0..4 {
+                let mut text = vec![b'x'; prefix_len];
+                text.extend_from_slice(s);
+                text.extend(std::iter::repeat_n(b'y', suffix_len));
+                for enc in [&BASE64_NOPAD, &BASE64URL_NOPAD, &data_encoding::BASE64] {
+                    let encoded = enc.encode(&text);
+                    let found = forms(s).iter().any(|f| {
+                        !f.raw
+                            && encoded
+                                .as_bytes()
+                                .windows(f.bytes.len())
+                                .any(|w| w == f.bytes)
+                    });
+                    assert!(found, "prefix {prefix_len} suffix {suffix_len}: {encoded}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hex_percent_and_json_forms() {
+        let f = forms(b"Ab/");
+        let texts: Vec<String> = f
+            .iter()
+            .map(|f| String::from_utf8(f.bytes.clone()).unwrap())
+            .collect();
+        assert!(texts.contains(&"Ab/".to_string()));
+        assert!(texts.contains(&"41622f".to_string()));
+        assert!(texts.contains(&"%41%62%2f".to_string()));
+        assert!(texts.contains(&"\\u0041\\u0062\\u002f".to_string()));
+        assert!(f.iter().filter(|f| f.any_case).count() == 3);
+    }
+}

@@ -1,0 +1,311 @@
+//! The secrets module's behaviour on whole requests and bodies: swaps only
+//! where `policy::secrets` allows, refusals everywhere else, bodies split
+//! at every offset, echoes put back.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use data_encoding::BASE64;
+use http::{HeaderMap, HeaderValue, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Frame;
+
+use super::guard::{Dest, Leak};
+use super::store::{Secret, TaskSecrets};
+use super::{EchoBody, LeakGuard, Watch};
+use crate::config::{OnViolation, SecretConfig, SecretSource};
+use crate::policy::target::parse_authority;
+use crate::policy::{AllowList, Rule, Target};
+
+const PH: &str = "sluice_Qx7Jm2Kd9Pz4Vb8Nc3Rt6YwLpEh";
+const VALUE: &str = "ghp_RealSecretValue0123456789abcdef";
+
+fn secrets(query: bool, body: bool, ph: &str) -> Arc<TaskSecrets> {
+    let mut hosts = AllowList::default();
+    let t = parse_authority("api.example.com", Some(443)).unwrap();
+    hosts.insert(t.host, 443);
+    let secret = Secret::for_test(
+        SecretConfig {
+            name: "TOKEN".into(),
+            source: SecretSource::Env("TOKEN".into()),
+            hosts,
+            headers: vec!["authorization".into(), "x-api-key".into()],
+            query,
+            body,
+            on_violation: OnViolation::Refuse,
+        },
+        ph,
+        VALUE.as_bytes(),
+    );
+    Arc::new(TaskSecrets::for_test(vec![secret]))
+}
+
+fn target(s: &str) -> Target {
+    parse_authority(s, Some(443)).unwrap()
+}
+
+fn head(
+    s: &TaskSecrets,
+    to: &str,
+    intercepted: bool,
+    uri: &str,
+    headers: &[(&str, String)],
+) -> Result<(Uri, HeaderMap, Vec<Arc<str>>), Leak> {
+    let t = target(to);
+    let dest = Dest {
+        target: &t,
+        intercepted,
+    };
+    let mut uri: Uri = uri.parse().unwrap();
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        map.append(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
+    }
+    let used = s.request_head(&dest, &mut uri, &mut map)?;
+    Ok((uri, map, used))
+}
+
+#[test]
+fn bearer_and_basic_are_swapped_only_at_the_secrets_host_when_intercepted() {
+    let s = secrets(false, false, PH);
+    let bearer = ("authorization", format!("Bearer {PH}"));
+    let (_, h, used) = head(
+        &s,
+        "api.example.com",
+        true,
+        "/repos",
+        std::slice::from_ref(&bearer),
+    )
+    .unwrap();
+    assert_eq!(h["authorization"], format!("Bearer {VALUE}").as_str());
+    assert_eq!(used, vec![Arc::<str>::from("TOKEN")]);
+    let basic = (
+        "authorization",
+        format!(
+            "Basic {}",
+            BASE64.encode(format!("x-access-token:{PH}").as_bytes())
+        ),
+    );
+    let (_, h, _) = head(
+        &s,
+        "api.example.com",
+        true,
+        "/",
+        std::slice::from_ref(&basic),
+    )
+    .unwrap();
+    let want = format!(
+        "Basic {}",
+        BASE64.encode(format!("x-access-token:{VALUE}").as_bytes())
+    );
+    assert_eq!(h["authorization"], want.as_str());
+    // Anywhere else: refused, naming the secret.
+    for (to, intercepted, hdr) in [
+        ("paste.example.com", true, bearer.clone()),
+        ("api.example.com", false, bearer.clone()),
+        ("api.example.com:8443", true, bearer.clone()),
+        ("paste.example.com", true, basic),
+        ("api.example.com", true, ("x-other", PH.to_string())),
+        (
+            "api.example.com",
+            true,
+            ("authorization", format!("Bearer {VALUE}")),
+        ),
+        (
+            "api.example.com",
+            true,
+            (
+                "authorization",
+                format!("Bearer {}", BASE64.encode(PH.as_bytes())),
+            ),
+        ),
+    ] {
+        let err = head(&s, to, intercepted, "/", std::slice::from_ref(&hdr)).unwrap_err();
+        assert_eq!(err.refusal.rule, Rule::SecretLeak, "{to} {hdr:?}");
+        assert_eq!(&*err.name, "TOKEN");
+        assert!(
+            !err.refusal.reason.contains(VALUE),
+            "the sentence never shows the value"
+        );
+    }
+}
+
+#[test]
+fn the_url_is_refused_unless_the_query_is_enabled() {
+    let off = secrets(false, false, PH);
+    for uri in [
+        format!("/x?token={PH}"),
+        format!("/{PH}/x"),
+        format!(
+            "/x?t={}",
+            PH.bytes().map(|b| format!("%{b:02x}")).collect::<String>()
+        ),
+        format!(
+            "http://paste.example.com/x?t={}",
+            data_encoding::HEXLOWER.encode(VALUE.as_bytes())
+        ),
+    ] {
+        let err = head(&off, "api.example.com", true, &uri, &[]).unwrap_err();
+        assert_eq!(err.refusal.rule, Rule::SecretLeak, "{uri}");
+    }
+    let on = secrets(true, false, PH);
+    let (uri, _, used) = head(
+        &on,
+        "api.example.com",
+        true,
+        &format!("/x?token={PH}&a=1"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(uri.query(), Some(format!("token={VALUE}&a=1").as_str()));
+    assert_eq!(used.len(), 1);
+    // Still never in the path, nor to another host.
+    assert!(head(&on, "api.example.com", true, &format!("/{PH}?a=1"), &[]).is_err());
+    assert!(head(
+        &on,
+        "paste.example.com",
+        true,
+        &format!("/x?token={PH}"),
+        &[]
+    )
+    .is_err());
+}
+
+fn chunks(body: &[u8], cut: usize) -> Vec<Bytes> {
+    vec![
+        Bytes::copy_from_slice(&body[..cut]),
+        Bytes::copy_from_slice(&body[cut..]),
+    ]
+}
+
+/// Runs `body`, cut at `cut`, through a guard to `to`; what went out, and
+/// the watch.
+async fn guarded(
+    s: &Arc<TaskSecrets>,
+    to: &str,
+    body: &[u8],
+    cut: usize,
+) -> (Vec<u8>, bool, Arc<Watch>) {
+    let t = target(to);
+    let dest = Dest {
+        target: &t,
+        intercepted: true,
+    };
+    let inner = Chunks(chunks(body, cut).into());
+    let watch = Arc::new(Watch::default());
+    let mut g = LeakGuard::new(inner, s.clone(), &dest, watch.clone());
+    let mut out = Vec::new();
+    let mut failed = false;
+    while let Some(f) = g.frame().await {
+        match f {
+            Ok(f) => out.extend_from_slice(f.data_ref().map_or(&[][..], |d| d)),
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    (out, failed, watch)
+}
+
+/// A body of the given chunks, one frame each.
+struct Chunks(std::collections::VecDeque<Bytes>);
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|c| Ok(Frame::data(c))))
+    }
+}
+
+#[tokio::test]
+async fn a_body_leak_is_caught_before_its_first_byte_leaves_at_every_cut() {
+    let s = secrets(false, false, PH);
+    let forms = [
+        PH.as_bytes().to_vec(),
+        VALUE.as_bytes().to_vec(),
+        BASE64.encode(format!("k={VALUE}").as_bytes()).into_bytes(),
+        data_encoding::BASE64URL_NOPAD
+            .encode(format!("ab{PH}").as_bytes())
+            .into_bytes(),
+        data_encoding::HEXUPPER.encode(PH.as_bytes()).into_bytes(),
+        PH.bytes()
+            .map(|b| format!("%{b:02X}"))
+            .collect::<String>()
+            .into_bytes(),
+        VALUE
+            .bytes()
+            .map(|b| format!("\\u00{b:02x}"))
+            .collect::<String>()
+            .into_bytes(),
+    ];
+    for form in forms {
+        let body = [b"{\"note\": \"".as_slice(), &form, b"\"}"].concat();
+        for cut in 0..=body.len() {
+            let (out, failed, watch) = guarded(&s, "api.example.com", &body, cut).await;
+            assert!(failed, "cut {cut}: {}", String::from_utf8_lossy(&form));
+            assert!(out.len() <= 10, "cut {cut}: {} bytes left", out.len());
+            assert_eq!(watch.leak().map(|l| l.refusal.rule), Some(Rule::SecretLeak));
+        }
+    }
+    let (out, failed, _) = guarded(&s, "api.example.com", b"nothing secret", 3).await;
+    assert_eq!((out.as_slice(), failed), (&b"nothing secret"[..], false));
+}
+
+#[tokio::test]
+async fn an_enabled_body_gets_the_value_at_every_cut() {
+    let s = secrets(false, true, PH);
+    let body = format!("{{\"token\": \"{PH}\", \"again\": \"{PH}\"}}");
+    let want = body.replace(PH, VALUE);
+    for cut in 0..=body.len() {
+        let (out, failed, watch) = guarded(&s, "api.example.com", body.as_bytes(), cut).await;
+        assert!(!failed, "cut {cut}");
+        assert_eq!(String::from_utf8(out).unwrap(), want, "cut {cut}");
+        assert_eq!(watch.swapped(), vec![Arc::<str>::from("TOKEN")]);
+    }
+    // To another host it is a leak.
+    let (_, failed, _) = guarded(&s, "paste.example.com", body.as_bytes(), 5).await;
+    assert!(failed);
+}
+
+#[tokio::test]
+async fn echoes_of_the_value_come_back_as_the_placeholder() {
+    for ph in [PH, "sluice_Short0123456789abcdefghijklmnopqrstuvwxyz"] {
+        let s = secrets(false, false, ph);
+        let t = target("api.example.com");
+        let dest = Dest {
+            target: &t,
+            intercepted: true,
+        };
+        let body = format!("your token is {VALUE}; again: {VALUE}.");
+        let mut headers = HeaderMap::new();
+        headers.insert("x-echo", HeaderValue::from_str(VALUE).unwrap());
+        headers.insert("content-length", HeaderValue::from(body.len()));
+        assert!(s.echo_head(&dest, &mut headers).unwrap());
+        assert_eq!(headers["x-echo"], ph);
+        assert_eq!(
+            headers.contains_key("content-length"),
+            ph.len() == VALUE.len()
+        );
+        let out = EchoBody::new(Full::new(Bytes::from(body.clone())), s.clone(), &dest)
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(String::from_utf8_lossy(&out), body.replace(VALUE, ph));
+        // An encoded echo cannot be put back: the response is cut.
+        let b64 = BASE64.encode(format!("u:{VALUE}").as_bytes());
+        let cut = EchoBody::new(Full::new(Bytes::from(b64)), s.clone(), &dest)
+            .collect()
+            .await;
+        assert!(cut.is_err());
+    }
+}

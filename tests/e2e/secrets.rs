@@ -1,0 +1,319 @@
+//! Secrets that never enter the task (SPEC §10): the task holds a
+//! placeholder; sluice swaps the real value in only on intercepted
+//! requests to the secret's host, in the headers it lists; the placeholder
+//! or the value anywhere else is refused (`secret-leak`) with nothing sent
+//! upstream; an echo of the value comes back as the placeholder; a
+//! quarantine holds until released. At the end, the value is nowhere in
+//! the state folder, the console, the report or the metrics.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use data_encoding::{BASE64, HEXLOWER};
+use http_body_util::Full;
+use hyper::Response;
+
+use crate::util::*;
+
+/// The real value: only sluice (from a file beside its config) and the
+/// upstream ever see it.
+const VALUE: &str = "ghp_RealSecretValue0123456789abcdefABCD";
+
+fn routes() -> Handler {
+    Arc::new(|req: &Seen| {
+        (req.uri == "/echo").then(|| {
+            let auth = req
+                .headers
+                .get("authorization")
+                .cloned()
+                .unwrap_or_default();
+            Response::builder()
+                .header("x-echo", auth.clone())
+                .body(Full::new(Bytes::from(format!("you sent: {auth}\n"))))
+                .unwrap()
+        })
+    })
+}
+
+struct Setup {
+    _dns: FakeDns,
+    up: Upstream,
+    s: Sluice,
+    sluice_ca: String,
+}
+
+fn setup(on_violation: &str) -> Setup {
+    let ca = test_ca();
+    let names = ["api.example.com", "other.example.com"];
+    let up = Upstream::start_tls(routes(), server_config(&ca, &names));
+    let dns = FakeDns::start();
+    let p = up.port();
+    let s = SluiceBuilder::new(&dns)
+        .allow(&[format!("api.example.com:{p}"), format!("other.example.com:{p}")])
+        .task_extra(&format!(
+            "[[task.secret]]\nname = \"TOKEN\"\nfrom_file = \"token.txt\"\nhosts = [\"api.example.com:{p}\"]\non_violation = \"{on_violation}\""
+        ))
+        .file("token.txt", format!("{VALUE}\n"))
+        .file("upstream-ca.pem", ca.pem.as_str())
+        .host("api.example.com", &["127.0.0.1"])
+        .top(&format!(
+            "[upstream]\nextra_roots = [\"upstream-ca.pem\"]\n[admin]\nlisten = \"tcp:127.0.0.1:{}\"",
+            free_port()
+        ))
+        .start();
+    let sluice_ca = s.state().join("ca.pem").display().to_string();
+    Setup {
+        _dns: dns,
+        up,
+        s,
+        sluice_ca,
+    }
+}
+
+impl Setup {
+    fn url(&self, host: &str, path: &str) -> String {
+        format!("https://{host}.example.com:{}{path}", self.up.port())
+    }
+
+    fn curl(&self, extra: &[&str], url: &str) -> Answer {
+        let proxy = self.s.proxy(0);
+        let mut args = vec![
+            "-s",
+            "-i",
+            "-x",
+            proxy.as_str(),
+            "--cacert",
+            self.sluice_ca.as_str(),
+        ];
+        args.extend_from_slice(extra);
+        args.push(url);
+        answer(&curl(&args))
+    }
+
+    fn placeholder(&self) -> String {
+        let path = self.s.task_file("t", "placeholders.json");
+        let Ok(text) = std::fs::read(&path) else {
+            panic!(
+                "no {}: {:?}\n{}\n{:#?}",
+                path.display(),
+                std::fs::read_dir(path.parent().unwrap())
+                    .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+                std::fs::read_to_string(&self.s.config).unwrap(),
+                self.s.stderr.lock().unwrap()
+            );
+        };
+        let kept: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        kept["TOKEN"].as_str().unwrap().to_string()
+    }
+
+    /// Everything a person or a tool could read of sluice's: its state
+    /// folder, console, report and metrics.
+    fn everything_written(&self) -> String {
+        let mut all = String::new();
+        let mut stack = vec![self.s.state()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if let Ok(b) = std::fs::read(&p) {
+                    all.push_str(&String::from_utf8_lossy(&b));
+                }
+            }
+        }
+        all.push_str(&self.s.stderr.lock().unwrap().join("\n"));
+        for args in [&["--rows"][..], &[], &["--json"], &["--taint"]] {
+            let out = self.s.report(args);
+            all.push_str(&String::from_utf8_lossy(&out.stdout));
+            all.push_str(&String::from_utf8_lossy(&out.stderr));
+        }
+        all.push_str(&self.s.admin_call("GET", "/metrics").1);
+        all.push_str(&self.s.admin_call("GET", "/tasks").1);
+        all
+    }
+}
+
+#[test]
+fn the_placeholder_becomes_the_value_only_at_its_host() {
+    let t = setup("refuse");
+    let ph = t.placeholder();
+    assert!(
+        ph.starts_with("sluice_") && ph.len() == VALUE.len() && ph != VALUE,
+        "{ph}"
+    );
+    let bearer = format!("Authorization: Bearer {ph}");
+    let a = t.curl(&["-H", &bearer], &t.url("api", "/data"));
+    assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+    let seen = t.up.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["authorization"], format!("Bearer {VALUE}"));
+    let row = row_where(&t.s, "t", "api.example.com", |r| r["path"] == "/data");
+    assert_eq!(row["secrets"], serde_json::json!(["TOKEN"]), "{row}");
+    // git and pip send it as Basic credentials.
+    let basic = format!("x-access-token:{ph}");
+    let a = t.curl(&["-u", &basic], &t.url("api", "/basic"));
+    assert_eq!(a.status, 200);
+    let got = t.up.requests().pop().unwrap().headers["authorization"].clone();
+    let decoded = BASE64
+        .decode(got.strip_prefix("Basic ").unwrap().as_bytes())
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(decoded).unwrap(),
+        format!("x-access-token:{VALUE}")
+    );
+    // The same header to another allowed host: refused, nothing sent.
+    let a = t.curl(&["-H", &bearer], &t.url("other", "/steal"));
+    assert_refused(&a, 403, "secret-leak");
+    assert!(String::from_utf8_lossy(&a.body).contains("TOKEN"));
+    assert_eq!(t.up.requests_to("other.example.com"), 0);
+    let row = row_where(&t.s, "t", "other.example.com", |r| r["path"] == "/steal");
+    assert_eq!(row["rule"], "secret-leak");
+    assert_eq!(row["secrets"], serde_json::json!(["TOKEN"]));
+    // A header the secret does not list, and the URL: refused too.
+    let a = t.curl(&["-H", &format!("X-Token: {ph}")], &t.url("api", "/x"));
+    assert_refused(&a, 403, "secret-leak");
+    let a = t.curl(&[], &t.url("api", &format!("/x?token={ph}")));
+    assert_refused(&a, 403, "secret-leak");
+    assert_eq!(
+        t.up.requests().len(),
+        2,
+        "only the two allowed requests arrived"
+    );
+    let all = t.everything_written();
+    assert!(!all.contains(VALUE), "the value was written somewhere");
+}
+
+#[test]
+fn a_body_with_the_secret_in_any_encoding_is_refused_and_nothing_sent() {
+    let t = setup("refuse");
+    let ph = t.placeholder();
+    let pct: String = ph.bytes().map(|b| format!("%{b:02X}")).collect();
+    let json: String = VALUE.bytes().map(|b| format!("\\u00{b:02x}")).collect();
+    let bodies = [
+        format!("key={ph}"),
+        format!("key={VALUE}"),
+        format!(
+            "{{\"k\": \"{}\"}}",
+            BASE64.encode(format!("u:{ph}").as_bytes())
+        ),
+        format!(
+            "k={}",
+            data_encoding::BASE64URL_NOPAD.encode(format!("xy{VALUE}").as_bytes())
+        ),
+        format!("k={}", HEXLOWER.encode(ph.as_bytes())),
+        format!("k={pct}"),
+        format!("{{\"k\": \"{json}\"}}"),
+    ];
+    for (i, body) in bodies.iter().enumerate() {
+        let path = format!("/upload{i}");
+        // To the secret's own host (a body is not an enabled place) and to
+        // another allowed host.
+        for host in ["other", "api"] {
+            let a = t.curl(&["--data-binary", body], &t.url(host, &path));
+            assert_refused(&a, 403, "secret-leak");
+        }
+    }
+    assert!(
+        t.up.requests()
+            .iter()
+            .all(|r| !r.uri.starts_with("/upload")),
+        "no upload reached the upstream: {:?}",
+        t.up.requests()
+            .iter()
+            .map(|r| r.uri.clone())
+            .collect::<Vec<_>>()
+    );
+    // A body with neither goes through intact.
+    let a = t.curl(&["--data-binary", "plain text"], &t.url("other", "/ok"));
+    assert_eq!(a.status, 200);
+    assert_eq!(t.up.requests().pop().unwrap().body, b"plain text");
+}
+
+#[test]
+fn an_echo_of_the_value_reaches_the_task_as_the_placeholder() {
+    let t = setup("refuse");
+    let ph = t.placeholder();
+    let a = t.curl(
+        &["-H", &format!("Authorization: Bearer {ph}")],
+        &t.url("api", "/echo"),
+    );
+    assert_eq!(a.status, 200);
+    let body = String::from_utf8_lossy(&a.body);
+    assert_eq!(body, format!("you sent: Bearer {ph}\n"));
+    assert_eq!(
+        a.headers.get("x-echo").map(String::as_str),
+        Some(format!("Bearer {ph}").as_str())
+    );
+    assert_eq!(
+        t.up.requests()[0].headers["authorization"],
+        format!("Bearer {VALUE}")
+    );
+}
+
+#[test]
+fn sluice_env_gives_the_placeholder_never_the_value() {
+    let t = setup("refuse");
+    let ph = t.placeholder();
+    let proxy = t.s.proxy(0);
+    let out = Command::new(bin())
+        .args(["env", "--shell", "json", "--proxy", &proxy, "--config"])
+        .arg(&t.s.config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["set"]["TOKEN"], ph.as_str());
+    let sh = Command::new(bin())
+        .args(["env", "--proxy", &proxy, "--config"])
+        .arg(&t.s.config)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&sh.stdout);
+    assert!(text.contains(&format!("export TOKEN={ph}")), "{text}");
+    assert!(!text.contains(VALUE));
+}
+
+#[test]
+fn a_quarantine_refuses_everything_until_released_across_a_restart() {
+    let mut t = setup("quarantine");
+    let ph = t.placeholder();
+    let a = t.curl(
+        &["-H", &format!("Authorization: Bearer {ph}")],
+        &t.url("other", "/steal"),
+    );
+    assert_refused(&a, 403, "secret-leak");
+    // Now even a request that carries nothing is refused.
+    let a = t.curl(&[], &t.url("api", "/innocent"));
+    assert_refused(&a, 403, "quarantined");
+    assert!(String::from_utf8_lossy(&a.body).contains("sluice release --task t"));
+    t.s.kill_and_restart();
+    let a = t.curl(&[], &t.url("api", "/after-restart"));
+    assert_refused(&a, 403, "quarantined");
+    assert_eq!(t.up.request_count(), 0, "nothing reached the upstream");
+    let out = Command::new(bin())
+        .args(["release", "--task", "t", "--config"])
+        .arg(&t.s.config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("released task t"));
+    let a = t.curl(&[], &t.url("api", "/released"));
+    assert_eq!(a.status, 200);
+    let audit = std::fs::read_to_string(t.s.task_file("t", "secrets.jsonl")).unwrap();
+    assert!(
+        audit.contains("\"quarantined\"") && audit.contains("sluice release, uid"),
+        "{audit}"
+    );
+    // Released twice: nothing to release, said so.
+    let (code, said) = t.s.admin_call("POST", "/tasks/t/release");
+    assert_eq!(code, 404, "{said}");
+}
