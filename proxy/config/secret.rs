@@ -27,9 +27,10 @@ pub(crate) struct SecretConfig {
     pub(crate) hosts: AllowList,
     /// Request headers it may be swapped into, lower case.
     pub(crate) headers: Vec<String>,
-    /// Opt-in: the query string (not swapped yet: refused as a leak).
+    /// Opt-in: the query string (the value percent-encoded there).
     pub(crate) query: bool,
-    /// Opt-in: request bodies (not swapped yet: refused as a leak).
+    /// Opt-in: request bodies (a small body is read whole; a longer
+    /// placeholder than value drops Content-Length).
     pub(crate) body: bool,
     pub(crate) on_violation: OnViolation,
 }
