@@ -17,7 +17,7 @@ use super::headers::{body_scanner, scan_headers, source_url, strip_hop_by_hop};
 use super::send::Exchanged;
 use super::{upgrade, Origin};
 use crate::exchange::ReqCtx;
-use crate::policy::{Refusal, Rule, TaintMode, Target};
+use crate::policy::{TaintMode, Target};
 use crate::respond::{self, ProxyBody};
 use crate::secrets::{Dest, EchoBody};
 use crate::taint::body::memory::Memory;
@@ -48,7 +48,7 @@ pub(super) fn respond(
     {
         None | Some((Ok(false), _)) => None,
         Some((Ok(true), s)) => Some(s),
-        Some((Err(cut), _)) => return cx.refuse(Refusal::new(Rule::SecretLeak, cut.to_string())),
+        Some((Err(cut), _)) => return cx.refuse(crate::policy::secrets::echo_cut(&cut.to_string())),
     };
     let switching = rparts.status == StatusCode::SWITCHING_PROTOCOLS;
     let upgrade = x.client_upgrade.is_some();

@@ -40,6 +40,12 @@ pub(crate) fn leak(name: &str, location: &str, host: &str) -> Refusal {
     )
 }
 
+/// The refusal of a response from a secret's host that may carry its
+/// value where the placeholder cannot be put back (`why`).
+pub(crate) fn echo_cut(why: &str) -> Refusal {
+    Refusal::new(Rule::SecretLeak, why.to_string())
+}
+
 /// The refusal of every request of a task quarantined after secret
 /// `name` would have leaked.
 pub(crate) fn quarantined(name: &str, task: &str) -> Refusal {

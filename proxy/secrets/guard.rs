@@ -45,10 +45,11 @@ pub(crate) enum At<'a> {
     Body,
 }
 
-/// A value in a response that cannot be put back (an encoded form).
+/// A response from a secret's host that cannot be given to the task: it
+/// may carry the value where sluice cannot put the placeholder back.
 #[derive(Debug, thiserror::Error)]
-#[error("the response carries a secret's value in a form sluice cannot put the placeholder back into: it was cut")]
-pub(crate) struct EchoCut;
+#[error("the response from a secret's host {0}: it was cut, so the value cannot reach the task")]
+pub(crate) struct EchoCut(pub(crate) &'static str);
 
 impl TaskSecrets {
     fn its_host(&self, i: usize, target: &Target) -> bool {
@@ -110,6 +111,11 @@ impl TaskSecrets {
                 v.set_sensitive(true);
                 *value = v;
             }
+        }
+        if !self.echoed(dest).is_empty() {
+            // The answer must come back readable, so an echo of a value
+            // can be found and put back (a compressed one could not).
+            headers.insert(http::header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
         }
         let mut names: Vec<Arc<str>> = Vec::new();
         for n in used {
@@ -257,9 +263,18 @@ impl TaskSecrets {
         if echoed.is_empty() {
             return Ok(false);
         }
+        // Asked for identity: a coded answer cannot be searched for the
+        // value, so it does not reach the task.
+        let coded = headers
+            .get_all(http::header::CONTENT_ENCODING)
+            .iter()
+            .any(|v| !v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"identity"));
+        if coded {
+            return Err(EchoCut("is content-coded though sluice asked for identity"));
+        }
         for value in headers.values_mut() {
             if let Some(v) = self.put_back(&echoed, value.as_bytes())? {
-                *value = HeaderValue::from_bytes(&v).map_err(|_| EchoCut)?;
+                *value = HeaderValue::from_bytes(&v).map_err(|_| EchoCut("has a header sluice cannot rewrite"))?;
             }
         }
         if echoed
@@ -291,7 +306,7 @@ impl TaskSecrets {
         let mut at = 0;
         for h in hits {
             if !h.raw || h.start < at {
-                return Err(EchoCut);
+                return Err(EchoCut("carries a secret's value encoded"));
             }
             out.extend_from_slice(&hay[at..h.start]);
             out.extend_from_slice(self.list[h.secret].placeholder.as_bytes());

@@ -22,6 +22,16 @@ const VALUE: &str = "ghp_RealSecretValue0123456789abcdefABCD";
 
 fn routes() -> Handler {
     Arc::new(|req: &Seen| {
+        if req.uri == "/gz" {
+            // A server that compresses whatever it was asked.
+            let auth = req.headers.get("authorization").cloned().unwrap_or_default();
+            return Some(
+                Response::builder()
+                    .header("content-encoding", "gzip")
+                    .body(Full::new(Bytes::from(gzip(auth.as_bytes()))))
+                    .unwrap(),
+            );
+        }
         (req.uri == "/echo").then(|| {
             let auth = req
                 .headers
@@ -245,10 +255,16 @@ fn an_echo_of_the_value_reaches_the_task_as_the_placeholder() {
         a.headers.get("x-echo").map(String::as_str),
         Some(format!("Bearer {ph}").as_str())
     );
-    assert_eq!(
-        t.up.requests()[0].headers["authorization"],
-        format!("Bearer {VALUE}")
+    let seen = &t.up.requests()[0];
+    assert_eq!(seen.headers["authorization"], format!("Bearer {VALUE}"));
+    assert_eq!(seen.headers["accept-encoding"], "identity", "asked for an answer it can read");
+    // A compressed answer cannot be searched for the value: cut.
+    let a = t.curl(
+        &["--compressed", "-H", &format!("Authorization: Bearer {ph}")],
+        &t.url("api", "/gz"),
     );
+    assert_refused(&a, 403, "secret-leak");
+    assert!(!String::from_utf8_lossy(&a.body).contains(VALUE));
 }
 
 #[test]
