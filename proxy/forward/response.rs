@@ -48,7 +48,9 @@ pub(super) fn respond(
     {
         None | Some((Ok(false), _)) => None,
         Some((Ok(true), s)) => Some(s),
-        Some((Err(cut), _)) => return cx.refuse(crate::policy::secrets::echo_cut(&cut.to_string())),
+        Some((Err(cut), _)) => {
+            return cx.refuse(crate::policy::secrets::echo_cut(&cut.to_string()))
+        }
     };
     let switching = rparts.status == StatusCode::SWITCHING_PROTOCOLS;
     let upgrade = x.client_upgrade.is_some();

@@ -115,7 +115,10 @@ impl TaskSecrets {
         if !self.echoed(dest).is_empty() {
             // The answer must come back readable, so an echo of a value
             // can be found and put back (a compressed one could not).
-            headers.insert(http::header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+            headers.insert(
+                http::header::ACCEPT_ENCODING,
+                HeaderValue::from_static("identity"),
+            );
         }
         let mut names: Vec<Arc<str>> = Vec::new();
         for n in used {
@@ -274,7 +277,8 @@ impl TaskSecrets {
         }
         for value in headers.values_mut() {
             if let Some(v) = self.put_back(&echoed, value.as_bytes())? {
-                *value = HeaderValue::from_bytes(&v).map_err(|_| EchoCut("has a header sluice cannot rewrite"))?;
+                *value = HeaderValue::from_bytes(&v)
+                    .map_err(|_| EchoCut("has a header sluice cannot rewrite"))?;
             }
         }
         if echoed

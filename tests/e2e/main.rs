@@ -32,6 +32,8 @@ mod netns;
 mod ops;
 #[cfg(feature = "system-tests")] // git
 mod owners;
+#[cfg(feature = "system-tests")] // git, npm
+mod secret_clients;
 mod secrets;
 mod snapshots;
 mod taint;

@@ -36,7 +36,7 @@ fn forge(root: Option<PathBuf>) -> Upstream {
 
 /// `git http-backend` as a CGI for one request (push allowed: the
 /// request is authenticated as `me`).
-fn git_cgi(root: &Path, req: &Seen) -> Option<Response<Full<Bytes>>> {
+pub(crate) fn git_cgi(root: &Path, req: &Seen) -> Option<Response<Full<Bytes>>> {
     let (path, query) = req.uri.split_once('?').unwrap_or((&req.uri, ""));
     let header = |h: &str| req.headers.get(h).cloned().unwrap_or_default();
     let mut child = Command::new("git")

@@ -24,7 +24,11 @@ fn routes() -> Handler {
     Arc::new(|req: &Seen| {
         if req.uri == "/gz" {
             // A server that compresses whatever it was asked.
-            let auth = req.headers.get("authorization").cloned().unwrap_or_default();
+            let auth = req
+                .headers
+                .get("authorization")
+                .cloned()
+                .unwrap_or_default();
             return Some(
                 Response::builder()
                     .header("content-encoding", "gzip")
@@ -257,7 +261,10 @@ fn an_echo_of_the_value_reaches_the_task_as_the_placeholder() {
     );
     let seen = &t.up.requests()[0];
     assert_eq!(seen.headers["authorization"], format!("Bearer {VALUE}"));
-    assert_eq!(seen.headers["accept-encoding"], "identity", "asked for an answer it can read");
+    assert_eq!(
+        seen.headers["accept-encoding"], "identity",
+        "asked for an answer it can read"
+    );
     // A compressed answer cannot be searched for the value: cut.
     let a = t.curl(
         &["--compressed", "-H", &format!("Authorization: Bearer {ph}")],
