@@ -309,3 +309,49 @@ async fn echoes_of_the_value_come_back_as_the_placeholder() {
         assert!(cut.is_err());
     }
 }
+
+/// Data, then trailers.
+struct WithTrailers(Option<Bytes>, Option<HeaderMap>);
+
+impl hyper::body::Body for WithTrailers {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let next = match self.0.take() {
+            Some(d) => Some(Ok(Frame::data(d))),
+            None => self.1.take().map(|t| Ok(Frame::trailers(t))),
+        };
+        std::task::Poll::Ready(next)
+    }
+}
+
+#[tokio::test]
+async fn a_trailer_is_checked_and_clean_trailers_pass() {
+    let s = secrets(false, false, PH);
+    let t = target("api.example.com");
+    let dest = Dest {
+        target: &t,
+        intercepted: true,
+    };
+    for (value, leaks) in [(PH, true), ("plain", false)] {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-sig", HeaderValue::from_str(value).unwrap());
+        let inner = WithTrailers(Some(Bytes::from_static(b"data")), Some(trailers));
+        let watch = Arc::new(Watch::default());
+        let got = LeakGuard::new(inner, s.clone(), &dest, watch.clone())
+            .collect()
+            .await;
+        assert_eq!(got.is_err(), leaks, "{value}");
+        if let Ok(c) = got {
+            assert_eq!(
+                c.trailers().map(|t| t["x-sig"].clone()),
+                Some(HeaderValue::from_static("plain"))
+            );
+            assert_eq!(c.to_bytes(), Bytes::from_static(b"data"));
+        }
+    }
+}

@@ -340,3 +340,73 @@ fn a_quarantine_refuses_everything_until_released_across_a_restart() {
     let (code, said) = t.s.admin_call("POST", "/tasks/t/release");
     assert_eq!(code, 404, "{said}");
 }
+
+#[test]
+fn around_the_check_upgrade_authority_multipart_and_ip_literal() {
+    let t = setup("refuse");
+    let ph = t.placeholder();
+    let bearer = format!("Authorization: Bearer {ph}");
+    // An upgrade is not passed on for a task with secrets: its frames
+    // would not be read.
+    let a = t.curl(
+        &[
+            "--http1.1",
+            "-H",
+            "Connection: Upgrade",
+            "-H",
+            "Upgrade: websocket",
+            "-H",
+            &bearer,
+        ],
+        &t.url("api", "/ws"),
+    );
+    assert_eq!(a.status, 200);
+    let seen = t.up.requests().pop().unwrap();
+    assert_eq!(seen.uri, "/ws");
+    assert!(!seen.headers.contains_key("upgrade"), "{:?}", seen.headers);
+    // HTTP/2 with an :authority other than the CONNECT host (and SNI).
+    let a = t.curl(
+        &[
+            "--http2",
+            "-H",
+            &format!("Host: other.example.com:{}", t.up.port()),
+            "-H",
+            &bearer,
+        ],
+        &t.url("api", "/h2"),
+    );
+    assert_eq!(a.status, 403, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(t.up.requests_to("other.example.com"), 0);
+    // The placeholder in one part of a multipart upload, which curl sends
+    // base64-encoded.
+    let part = format!("token={ph}");
+    let form = "file=@-;type=text/plain;encoder=base64";
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-i",
+            "-x",
+            &t.s.proxy(0),
+            "--cacert",
+            &t.sluice_ca,
+            "-F",
+            form,
+        ])
+        .arg(t.url("other", "/multipart"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(part.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_refused(&answer(&out), 403, "secret-leak");
+    assert!(t.up.requests().iter().all(|r| r.uri != "/multipart"));
+    // An IP literal with the secret's host as SNI: refused before TLS.
+    let status = connect_status(&t.s, &format!("127.0.0.1:{}", t.up.port()));
+    assert_eq!(status, 403);
+    assert!(t.up.requests().iter().all(|r| !r.uri.starts_with("/h2")));
+}

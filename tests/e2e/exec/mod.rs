@@ -519,3 +519,52 @@ fn a_reused_state_folder_reports_only_this_run() {
         text(&second.stderr)
     );
 }
+
+#[test]
+fn a_secret_reaches_its_host_while_the_command_holds_only_a_placeholder() {
+    const VALUE: &str = "ghp_RealSecretValue0123456789abcdefABCD";
+    let ca = test_ca();
+    let up = Upstream::start_tls(
+        std::sync::Arc::new(|_: &Seen| None),
+        server_config(&ca, &["pkgs.example.com"]),
+    );
+    let p = up.port();
+    let s = Setup::new(|b| {
+        b.allow(&[format!("pkgs.example.com:{p}")])
+            .task_extra(&format!(
+                "[[task.secret]]\nname = \"TOKEN\"\nfrom_env = \"TOKEN\"\nhosts = [\"pkgs.example.com:{p}\"]"
+            ))
+            .top("[upstream]\nextra_roots = [\"upstream-ca.pem\"]")
+    });
+    std::fs::write(s.dir.path().join("upstream-ca.pem"), &ca.pem).unwrap();
+    let script = format!(
+        "printf '%s\\n' \"$TOKEN\"; curl -s -o /dev/null -w '%{{http_code}}\\n' \
+         -H \"Authorization: Bearer $TOKEN\" https://pkgs.example.com:{p}/x"
+    );
+    let out = exec_cmd(&s.config, &s.state(), &["--secret", "TOKEN"], &script)
+        .env("TOKEN", VALUE)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    let mut lines = stdout.lines();
+    let held = lines.next().unwrap_or("");
+    assert!(
+        held.starts_with("sluice_") && held.len() == VALUE.len(),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert_eq!(lines.next(), Some("200"), "{}", text(&out.stderr));
+    assert!(!stdout.contains(VALUE));
+    assert_eq!(
+        up.requests()[0].headers["authorization"],
+        format!("Bearer {VALUE}")
+    );
+    // A secret the config does not have is refused before anything runs.
+    let out = exec_cmd(&s.config, &s.state(), &["--secret", "OTHER"], "echo ran")
+        .env("TOKEN", VALUE)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no [[task.secret]] named OTHER"));
+    assert!(!text(&out.stdout).contains("ran"));
+}
