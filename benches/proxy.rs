@@ -213,7 +213,14 @@ fn direct() -> Proxy {
 }
 
 fn sluice(up: &Upstreams, name: &str, intercept: &str, taint: &str) -> Proxy {
+    sluice_with(up, name, intercept, taint, "")
+}
+
+/// [`sluice`] with `extra` TOML at the end of the task (after its taint
+/// table: a `[[task.secret]]`), and files it names written first.
+fn sluice_with(up: &Upstreams, name: &str, intercept: &str, taint: &str, extra: &str) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token.txt"), BENCH_TOKEN).unwrap();
     let port = free_port();
     std::fs::write(dir.path().join("up.pem"), &up.cert_pem).unwrap();
     let cfg = format!(
@@ -221,7 +228,7 @@ fn sluice(up: &Upstreams, name: &str, intercept: &str, taint: &str) -> Proxy {
          [upstream]\nextra_roots = [\"up.pem\"]\n[limits]\nmax_connections_per_task = 100000\nheader_timeout_secs = 120\n\
          [[task]]\nid = \"bench\"\nlisten = [\"tcp:127.0.0.1:{port}\"]\n\
          allow = [\"{HOST}:{}\", \"{HOST}:{}\"]\nallow_private = [\"127.0.0.0/8\"]\nintercept = \"{intercept}\"\n\
-         [task.taint]\nmode = \"{taint}\"\n",
+         [task.taint]\nmode = \"{taint}\"\n{extra}",
         up.http.port(),
         up.https.port()
     );
@@ -614,6 +621,20 @@ async fn https(
     workers: usize,
     reuse: bool,
 ) -> Run {
+    https_with(proxy, up, roots, path, workers, reuse, Arc::from("")).await
+}
+
+/// [`https`] with `headers` (whole lines, each ending in CRLF) in each
+/// request.
+async fn https_with(
+    proxy: &Proxy,
+    up: &Upstreams,
+    roots: Vec<CertificateDer<'static>>,
+    path: &'static str,
+    workers: usize,
+    reuse: bool,
+    headers: Arc<str>,
+) -> Run {
     let tls = tls_client(roots);
     let target = up.https;
     let p2 = Arc::new(proxy.handle());
@@ -625,6 +646,7 @@ async fn https(
     );
     drive(proxy, workers, move |w| {
         let (tls, p2, conns) = (tls.clone(), p2.clone(), conns.clone());
+        let headers = headers.clone();
         async move {
             let mut slot = conns[w].lock().await;
             if slot.is_none() || !reuse {
@@ -635,7 +657,7 @@ async fn https(
             let s = slot.as_mut().unwrap();
             let close = if reuse { "" } else { "Connection: close\r\n" };
             let req = format!(
-                "GET {path} HTTP/1.1\r\nHost: {HOST}:{}\r\n{close}\r\n",
+                "GET {path} HTTP/1.1\r\nHost: {HOST}:{}\r\n{headers}{close}\r\n",
                 target.port()
             );
             let mut buf = Vec::new();
@@ -651,6 +673,53 @@ async fn https(
         }
     })
     .await
+}
+
+/// The token a secrets run swaps in (only sluice and the upstream see it).
+const BENCH_TOKEN: &str = "ghp_BenchSecretValue0123456789abcdefABCD";
+
+/// Intercepted HTTPS keep-alive by a task with one secret: requests
+/// without the placeholder (the header check alone) and with it (checked
+/// and swapped), beside the same requests by a task without secrets.
+fn secrets_scenario(rt: &tokio::runtime::Runtime, up: &Upstreams, table: &mut Table) {
+    let secret = format!(
+        "[[task.secret]]\nname = \"TOKEN\"\nfrom_file = \"token.txt\"\nhosts = [\"{HOST}:{}\"]\n",
+        up.https.port()
+    );
+    let plain = sluice(up, "sluice (intercept, no secret)", "all", "enforce");
+    let with = sluice_with(up, "sluice (intercept, secret)", "all", "enforce", &secret);
+    let dir = with._dir.as_ref().unwrap().path();
+    let kept: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("state/tasks/bench/placeholders.json")).unwrap(),
+    )
+    .unwrap();
+    let auth: Arc<str> = format!(
+        "Authorization: Bearer {}\r\n",
+        kept["TOKEN"].as_str().unwrap()
+    )
+    .into();
+    for (p, headers, what) in [
+        (&plain, Arc::from(""), "no secret"),
+        (&with, Arc::from(""), "secret, not used"),
+        (&with, auth, "secret, swapped"),
+    ] {
+        let ca_path = p._dir.as_ref().unwrap().path().join("state/ca.pem");
+        let ca = {
+            use rustls::pki_types::pem::PemObject;
+            CertificateDer::from_pem_file(&ca_path).unwrap()
+        };
+        rt.block_on(async {
+            let r = https_with(p, up, vec![ca], "/1k", 32, true, headers).await;
+            let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
+            table.add(
+                "HTTPS keep-alive ×32, secrets",
+                what,
+                "req/s",
+                r.rate(),
+                format!("{cpu_us:.0} CPU µs/req, {} errors", r.errors),
+            );
+        });
+    }
 }
 
 /// One 1 KiB request and its answer through an open tunnel to `target`,
@@ -872,7 +941,7 @@ fn cpu_per(p: &Proxy, r: &Run, n: f64) -> String {
 }
 
 /// `BENCH_ONLY=connect,taint` runs just those scenarios (keepalive,
-/// connect, tlsconnect, churn, passthrough, intercept, taint, idle, held, stall);
+/// connect, tlsconnect, churn, passthrough, intercept, secrets, taint, idle, held, stall);
 /// unset runs all.
 fn only(scenario: &str) -> bool {
     match std::env::var("BENCH_ONLY") {
@@ -1031,6 +1100,12 @@ fn main() {
                 format!("{cpu_us:.0} CPU µs/req (cached leaf), {} errors", r.errors),
             );
         });
+    }
+
+    // Secrets: the same intercepted keep-alive GETs, by a task with a
+    // secret, with and without its placeholder swapped into each request.
+    if only("secrets") {
+        secrets_scenario(&rt, &up, &mut table);
     }
 
     // Taint on the 1 MiB download path (plain HTTP, scanned).

@@ -80,6 +80,11 @@ pub(crate) const UNSCANNABLE: &str = "unscannable";
 /// before the response's head came back: status 499.
 pub(crate) const CLIENT_LEFT: &str = "client-left";
 
+/// `note` of the second row of a request whose streamed body was cut for
+/// a secret leak after its answer came back (the first row, written when
+/// the answer ended, says what the client got).
+pub(crate) const UPLOAD_CUT: &str = "upload-cut";
+
 /// In a task's folder: every taint line of the task since this file was
 /// made is on disk. Removed (unlinking needs no free space) when a taint
 /// line cannot be written; a restart that finds it gone fails closed.

@@ -92,8 +92,8 @@ pub(super) struct Scan {
 /// A response body relayed to the client: scans it for host names before
 /// each chunk is passed on, counts bytes, and logs the exchange (and
 /// returns the upstream connection) when it ends.
-pub(super) struct RelayBody {
-    pub(super) inner: Incoming,
+pub(super) struct RelayBody<B: Body = Incoming> {
+    pub(super) inner: B,
     pub(super) bytes_down: u64,
     /// Bytes scanned since this body last gave its task's turn back.
     pub(super) since_yield: usize,
@@ -166,7 +166,7 @@ pub(super) struct Stalled(std::time::Duration);
 #[error("sluice cut the response: {0}")]
 pub(super) struct Unscannable(crate::taint::body::Skipped);
 
-impl RelayBody {
+impl<B: Body> RelayBody<B> {
     /// Scans a chunk before it is passed on; `Err` when the body must be
     /// cut instead (the chunk is not passed on).
     fn scan_chunk(&mut self, data: &[u8]) -> Result<(), Unscannable> {
@@ -232,7 +232,11 @@ impl RelayBody {
     }
 }
 
-impl Body for RelayBody {
+impl<B> Body for RelayBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<crate::respond::BodyError>,
+{
     type Data = Bytes;
     type Error = crate::respond::BodyError;
 
@@ -292,7 +296,7 @@ impl Body for RelayBody {
     }
 }
 
-impl Drop for RelayBody {
+impl<B: Body> Drop for RelayBody<B> {
     fn drop(&mut self) {
         // The client went away (or the body was empty and never polled).
         let empty = self.inner.is_end_stream();

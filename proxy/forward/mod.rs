@@ -29,6 +29,7 @@ use crate::upstream::Spare;
 mod body;
 mod headers;
 mod response;
+mod secret;
 mod send;
 mod upgrade;
 

@@ -35,23 +35,27 @@ pub(super) fn respond(
     // Each hop speaks its own protocol: an HTTP/1.0 or HTTP/2 upstream does
     // not change what the client speaks.
     rparts.version = x.client_version;
-    let scan = scan_for(&cx, target, origin, &x.path, &rparts);
     let dest = Dest {
         target,
         intercepted: origin.tls.is_some(),
     };
     // A response from a secret's host gets its placeholder back where it
-    // echoes the value.
+    // echoes the value, before anything reads it (the taint scan too).
     let echo = match cx
         .secrets()
         .map(|s| (s.echo_head(&dest, &mut rparts.headers), s))
     {
         None | Some((Ok(false), _)) => None,
-        Some((Ok(true), s)) => Some(s),
+        Some((Ok(true), s)) => {
+            // The reason phrase is the upstream's own text: not passed on.
+            rparts.extensions.remove::<hyper::ext::ReasonPhrase>();
+            Some(s)
+        }
         Some((Err(cut), _)) => {
             return cx.refuse(crate::policy::secrets::echo_cut(&cut.to_string()))
         }
     };
+    let scan = scan_for(&cx, target, origin, &x.path, &rparts);
     let switching = rparts.status == StatusCode::SWITCHING_PROTOCOLS;
     let upgrade = x.client_upgrade.is_some();
     strip_hop_by_hop(&mut rparts.headers, switching && upgrade);
@@ -78,29 +82,42 @@ pub(super) fn respond(
         drop(x.sender);
         return Response::from_parts(rparts, respond::empty());
     }
-    let relay = RelayBody {
-        inner: rbody,
-        bytes_down: 0,
-        since_yield: 0,
-        stall: body::Stall::new(limits.first_byte_timeout),
-        scan,
-        finish: Some(Finish {
-            row,
-            bytes_up: x.bytes_up,
-            reuse: (!upgrade).then(|| {
-                let key = PoolKey {
-                    addr: x.addr,
-                    tls: origin.tls.clone(),
-                    generation,
-                };
-                (conn.task.pool.clone(), key, x.sender)
-            }),
+    let finish = Finish {
+        row,
+        bytes_up: x.bytes_up,
+        reuse: (!upgrade).then(|| {
+            let key = PoolKey {
+                addr: x.addr,
+                tls: origin.tls.clone(),
+                generation,
+            };
+            (conn.task.pool.clone(), key, x.sender)
         }),
     };
-    match echo {
-        Some(s) => Response::from_parts(rparts, EchoBody::new(relay, s, &dest).boxed()),
-        None => Response::from_parts(rparts, relay.boxed()),
+    let stall = body::Stall::new(limits.first_byte_timeout);
+    let body = match echo {
+        Some(s) => relay(EchoBody::new(rbody, s, &dest), scan, finish, stall),
+        None => relay(rbody, scan, finish, stall),
+    };
+    Response::from_parts(rparts, body)
+}
+
+/// The response body as the client gets it: scanned chunk by chunk, the
+/// row written (and the connection pooled again) when it ends.
+fn relay<B>(inner: B, scan: Option<Scan>, finish: Finish, stall: body::Stall) -> ProxyBody
+where
+    B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + Sync + 'static,
+    B::Error: Into<crate::respond::BodyError>,
+{
+    RelayBody {
+        inner,
+        bytes_down: 0,
+        since_yield: 0,
+        stall,
+        scan,
+        finish: Some(finish),
     }
+    .boxed()
 }
 
 /// How the response is scanned (none when the task's taint is off): its

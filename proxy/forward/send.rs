@@ -18,10 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::body::CountingBody;
 use super::headers::{keep_upgrade, shape_for, strip_hop_by_hop};
+use super::secret::{guard_head, leaked, read_whole, small, up_req_headers_lose_length, Upload};
 use super::Origin;
 use crate::exchange::{ReqCtx, Sent};
 use crate::policy::{Admission, Refusal, Target, Verdict};
-use crate::secrets::{Dest, Leak, LeakGuard, TaskSecrets, Watch};
+use crate::secrets::{Dest, LeakGuard, TaskSecrets, Watch};
 use crate::state::TaskRuntime;
 use crate::tls::Tls;
 use crate::upstream::{connect, Sender, UpBody, UpstreamError};
@@ -89,7 +90,7 @@ pub(super) async fn send(
     let client_version = req.version();
     let (mut parts, incoming) = req.into_parts();
     let guard = match secrets
-        .map(|t| guard_head(cx, &s, t, &mut parts))
+        .map(|t| guard_head(cx, &dest_of(&s), t, &mut parts))
         .transpose()
     {
         Ok(g) => g,
@@ -138,6 +139,7 @@ pub(super) async fn send(
         if let Some(leak) = watch.leak() {
             return Err(leaked(cx, leak).into());
         }
+        watch.answered();
         for name in watch.swapped() {
             if !cx.ex().secrets.contains(&name) {
                 cx.ex_mut().secrets.push(name);
@@ -171,6 +173,14 @@ pub(super) async fn send(
     })
 }
 
+/// What the secrets check needs of where a request goes.
+fn dest_of<'a>(s: &Sending<'a>) -> Dest<'a> {
+    Dest {
+        target: s.target,
+        intercepted: s.origin.tls.is_some(),
+    }
+}
+
 /// The request body as it goes upstream: registered like a tunnel (so a
 /// later taint or reload cuts it) and counted; for a task with secrets,
 /// read whole and checked before a byte is sent when it is small, else
@@ -183,8 +193,11 @@ async fn upload(
     incoming: Incoming,
     carries: bool,
 ) -> Result<(UpBody, Arc<AtomicU64>), (Refusal, Option<Incoming>)> {
+    let held = guard
+        .filter(|_| carries)
+        .and_then(|_| small(&parts.headers));
     let upload = match guard {
-        Some((secrets, watch)) if carries && small(&parts.headers) => {
+        Some((secrets, watch)) if held.is_some() => {
             let limit = cx.snap().limits.header_timeout;
             match read_whole(secrets, &dest_of(s), watch, incoming, limit).await {
                 Ok(b) => Upload::Read(b),
@@ -229,92 +242,6 @@ async fn upload(
         }
     }
     Ok((up_body, bytes_up))
-}
-
-/// A request body as it goes upstream: read whole first (and checked for
-/// secrets before a byte is sent), or streamed.
-enum Upload {
-    Read(bytes::Bytes),
-    Streamed(Incoming),
-}
-
-/// Bodies up to this size are read whole before anything is sent when the
-/// task has secrets, so a leak anywhere in them sends nothing upstream;
-/// larger or unsized ones stream and are cut where a leak is found.
-const READ_WHOLE: u64 = 1024 * 1024;
-
-/// Does the request say a body of at most [`READ_WHOLE`] bytes follows?
-fn small(h: &http::HeaderMap) -> bool {
-    h.get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-        .is_some_and(|n| n <= READ_WHOLE)
-}
-
-/// Reads a small body whole through the secrets check (swaps included).
-/// `Err`: a leak (the watch says which) or a client too slow to send it.
-async fn read_whole(
-    secrets: &Arc<TaskSecrets>,
-    dest: &Dest<'_>,
-    watch: &Arc<Watch>,
-    incoming: Incoming,
-    limit: Duration,
-) -> Result<bytes::Bytes, Refusal> {
-    let guarded = LeakGuard::new(incoming, secrets.clone(), dest, watch.clone());
-    match tokio::time::timeout(limit, guarded.collect()).await {
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-        Ok(Err(e)) => Err(Refusal::new(
-            crate::policy::Rule::BadTarget,
-            format!("the request body could not be read: {e}"),
-        )),
-        Err(_) => Err(Refusal::new(
-            crate::policy::Rule::BadTarget,
-            format!(
-                "the request body did not arrive within {} s",
-                limit.as_secs()
-            ),
-        )),
-    }
-}
-
-/// A body whose length a swap changes goes without Content-Length (the
-/// upstream request is chunked).
-fn up_req_headers_lose_length(parts: &mut http::request::Parts) {
-    parts.headers.remove(header::CONTENT_LENGTH);
-}
-
-/// What the secrets check needs of where a request goes.
-fn dest_of<'a>(s: &Sending<'a>) -> Dest<'a> {
-    Dest {
-        target: s.target,
-        intercepted: s.origin.tls.is_some(),
-    }
-}
-
-/// The request head checked for the task's secrets and enabled
-/// placeholders swapped in (the row names them); what watches the body.
-fn guard_head(
-    cx: &mut ReqCtx,
-    s: &Sending<'_>,
-    secrets: Arc<TaskSecrets>,
-    parts: &mut http::request::Parts,
-) -> Result<(Arc<TaskSecrets>, Arc<Watch>), Refusal> {
-    let dest = dest_of(s);
-    match secrets.request_head(&dest, &mut parts.uri, &mut parts.headers) {
-        Ok(used) => cx.ex_mut().secrets = used,
-        Err(leak) => return Err(leaked(cx, &leak)),
-    }
-    Ok((secrets, Arc::new(Watch::default())))
-}
-
-/// A leak refuses the request (its row names the secret) and, for a
-/// secret that says so, quarantines the task and closes its tunnels.
-fn leaked(cx: &mut ReqCtx, leak: &Leak) -> Refusal {
-    cx.ex_mut().secrets = vec![leak.name.clone()];
-    if leak.quarantine {
-        cx.conn.task.quarantine.enter(&leak.name);
-        cx.conn.task.tunnels.revoke_all();
-    }
-    leak.refusal.clone()
 }
 
 /// A body registers like a tunnel, then policy is asked again: a taint or

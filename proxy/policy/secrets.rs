@@ -35,7 +35,8 @@ pub(crate) fn leak(name: &str, location: &str, host: &str) -> Refusal {
         format!(
             "the secret {name} (its placeholder or its value) is in {location} of a request to \
              {host}: sluice puts a secret's value only in the headers its [[task.secret]] lists, \
-             on intercepted HTTPS requests to its hosts; nothing was sent"
+             on intercepted HTTPS requests to its hosts; the secret did not leave (a body is \
+             cut before it)"
         ),
     )
 }

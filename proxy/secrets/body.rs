@@ -31,17 +31,50 @@ type Framed = Option<Result<Frame<Bytes>, BoxError>>;
 #[error("a secret would leave in this body: the upload was cut")]
 pub(crate) struct BodyLeak;
 
+/// What a [`Watch`] calls when it finds a leak: the leak, and whether
+/// the request had been answered by then.
+type OnLeak = Box<dyn Fn(&Leak, bool) + Send + Sync>;
+
 /// What a watched request body found: the leak that cut it, and the
 /// secrets swapped into it (for the row).
 #[derive(Default)]
 pub(crate) struct Watch {
     leak: OnceLock<Leak>,
     swapped: Mutex<Vec<Arc<str>>>,
+    /// Called once, when a leak is found (the task's quarantine), with
+    /// whether the request had been answered by then.
+    on_leak: Option<OnLeak>,
+    /// The response head came back: a leak from now on needs a row of
+    /// its own.
+    answered: std::sync::atomic::AtomicBool,
 }
 
 impl Watch {
+    /// A watch that calls `on_leak` when it finds a leak, whenever that is
+    /// (before or after the response head).
+    pub(crate) fn new(on_leak: impl Fn(&Leak, bool) + Send + Sync + 'static) -> Watch {
+        Watch {
+            on_leak: Some(Box::new(on_leak)),
+            ..Watch::default()
+        }
+    }
+
     pub(crate) fn leak(&self) -> Option<&Leak> {
         self.leak.get()
+    }
+
+    /// The request's answer came back with no leak found so far.
+    pub(crate) fn answered(&self) {
+        self.answered
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn caught(&self, leak: Leak) {
+        if self.leak.set(leak).is_ok() {
+            if let (Some(f), Some(l)) = (&self.on_leak, self.leak.get()) {
+                f(l, self.answered.load(std::sync::atomic::Ordering::Acquire));
+            }
+        }
     }
 
     pub(crate) fn swapped(&self) -> Vec<Arc<str>> {
@@ -92,10 +125,8 @@ impl<B> LeakGuard<B> {
     }
 
     fn caught(&mut self, i: usize, location: &str) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let _ = self
-            .watch
-            .leak
-            .set(self.secrets.leak(i, location, &self.dest()));
+        self.watch
+            .caught(self.secrets.leak(i, location, &self.dest()));
         self.ended = true;
         self.trailers = None;
         Poll::Ready(Some(Err(Box::new(BodyLeak))))
@@ -161,6 +192,9 @@ where
                 target: &this.dest.0,
                 intercepted: this.dest.1,
             };
+            if let Some(i) = this.secrets.hidden(&joined) {
+                return this.caught(i, "the body");
+            }
             let (out, upto) = match this.secrets.swap_at(&dest, At::Body, &joined, &mut used) {
                 Err(i) => return this.caught(i, "the body"),
                 // A value put in is never held (it would be read again as
@@ -233,6 +267,41 @@ impl<B> EchoBody<B> {
     }
 }
 
+impl<B> EchoBody<B> {
+    /// Trailers are headers too: the value in one comes back as the
+    /// placeholder; in a name or encoded, the response is cut.
+    fn trailers_back(&mut self, f: Frame<Bytes>) -> Result<Frame<Bytes>, BoxError> {
+        let Ok(mut trailers) = f.into_trailers() else {
+            return Err(Box::new(super::guard::EchoCut(
+                "sent a frame sluice cannot read",
+            )));
+        };
+        if trailers
+            .keys()
+            .any(|n| self.secrets.names_value(&self.echoed, n))
+        {
+            self.ended = true;
+            return Err(Box::new(super::guard::EchoCut(
+                "names a trailer after a secret's value",
+            )));
+        }
+        for value in trailers.values_mut() {
+            match self.secrets.put_back(&self.echoed, value.as_bytes()) {
+                Ok(None) => {}
+                Ok(Some(v)) => {
+                    *value = http::HeaderValue::from_bytes(&v)
+                        .map_err(|_| super::guard::EchoCut("has a trailer sluice cannot rewrite"))?
+                }
+                Err(e) => {
+                    self.ended = true;
+                    return Err(Box::new(e));
+                }
+            }
+        }
+        Ok(Frame::trailers(trailers))
+    }
+}
+
 impl<B> Body for EchoBody<B>
 where
     B: Body<Data = Bytes> + Unpin,
@@ -247,7 +316,7 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         loop {
             if let Some(f) = self.pending.take() {
-                return Poll::Ready(Some(Ok(f)));
+                return Poll::Ready(Some(self.trailers_back(f)));
             }
             if self.ended {
                 return Poll::Ready(None);

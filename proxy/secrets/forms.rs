@@ -78,6 +78,56 @@ fn base64_core(enc: &data_encoding::Encoding, s: &[u8], align: usize) -> Vec<u8>
         .unwrap_or_default()
 }
 
+/// `s` as a reader may decode it, so a form spelled partly in escapes is
+/// found as the plain string: `%XX`, `\/`, JSON `\u00XX`, HTML `&#NN;`
+/// and `&#xHH;` (ASCII only) decoded, and line breaks dropped (base64
+/// wrapped in lines, as MIME and PEM write it).
+pub(crate) fn normalize(s: &[u8]) -> Vec<u8> {
+    let hex = |b: &[u8]| -> Option<u8> {
+        let t = std::str::from_utf8(b).ok()?;
+        u8::from_str_radix(t, 16).ok().filter(u8::is_ascii)
+    };
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let rest = &s[i..];
+        let decoded = match rest {
+            [b'%', a, b, ..] => hex(&[*a, *b]).map(|c| (c, 3)),
+            [b'\\', b'/', ..] => Some((b'/', 2)),
+            [b'\\', b'u', b'0', b'0', a, b, ..] => hex(&[*a, *b]).map(|c| (c, 6)),
+            [b'&', b'#', b'x' | b'X', ..] => entity(&rest[3..], 16).map(|(c, n)| (c, n + 3)),
+            [b'&', b'#', ..] => entity(&rest[2..], 10).map(|(c, n)| (c, n + 2)),
+            [b'\r' | b'\n', ..] => {
+                i += 1;
+                continue;
+            }
+            _ => None,
+        };
+        match decoded {
+            Some((c, n)) => {
+                out.push(c);
+                i += n;
+            }
+            None => {
+                out.push(s[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The digits of an HTML numeric entity up to its `;`: the ASCII byte and
+/// how many bytes the digits and `;` take.
+fn entity(s: &[u8], radix: u32) -> Option<(u8, usize)> {
+    let end = s.iter().take(8).position(|b| *b == b';')?;
+    let n = u32::from_str_radix(std::str::from_utf8(&s[..end]).ok()?, radix).ok()?;
+    u8::try_from(n)
+        .ok()
+        .filter(u8::is_ascii)
+        .map(|c| (c, end + 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +153,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn normalize_decodes_what_readers_decode() {
+        assert_eq!(normalize(b"a%2Fb\\/c\\u002fd&#47;e&#x2F;f"), b"a/b/c/d/e/f");
+        assert_eq!(normalize(b"YWJj\r\nZGVm\n"), b"YWJjZGVm");
+        assert_eq!(
+            normalize(b"100% &#;&#x110; \\u00zz"),
+            b"100% &#;&#x110; \\u00zz"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use data_encoding::BASE64;
 use http::{HeaderMap, HeaderValue, Uri};
 
+use super::forms::normalize;
 use super::matcher::Hit;
 use super::store::TaskSecrets;
 use crate::config::OnViolation;
@@ -73,16 +74,20 @@ impl TaskSecrets {
     pub(crate) fn request_head(
         &self,
         dest: &Dest<'_>,
+        method: &http::Method,
         uri: &mut Uri,
         headers: &mut HeaderMap,
     ) -> Result<Vec<Arc<str>>, Leak> {
+        if let Some(h) = self.matcher.hits(method.as_str().as_bytes()).first() {
+            return Err(self.leak(h.secret, "the method", dest));
+        }
         let mut used: Vec<Arc<str>> = Vec::new();
         let url = uri.to_string();
         let (path, query) = match url.split_once('?') {
             Some((p, q)) => (p, Some(q)),
             None => (url.as_str(), None),
         };
-        for hay in [path.as_bytes(), &percent_decode(path.as_bytes())] {
+        for hay in [path.as_bytes(), &normalize(path.as_bytes())] {
             if let Some(h) = self.matcher.hits(hay).first() {
                 return Err(self.leak(h.secret, "the URL", dest));
             }
@@ -161,7 +166,7 @@ impl TaskSecrets {
         bytes: &[u8],
         used: &mut Vec<Arc<str>>,
     ) -> Result<Option<Vec<u8>>, usize> {
-        if let Some(h) = self.matcher.hits(&percent_decode(bytes)).first() {
+        if let Some(h) = self.matcher.hits(&normalize(bytes)).first() {
             if !self
                 .matcher
                 .hits(bytes)
@@ -272,8 +277,16 @@ impl TaskSecrets {
             .get_all(http::header::CONTENT_ENCODING)
             .iter()
             .any(|v| !v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"identity"));
-        if coded {
-            return Err(EchoCut("is content-coded though sluice asked for identity"));
+        let transfer_coded = headers
+            .get_all(http::header::TRANSFER_ENCODING)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+            .any(|t| !t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        if coded || transfer_coded {
+            return Err(EchoCut("is coded though sluice asked for identity"));
+        }
+        if headers.keys().any(|n| self.names_value(&echoed, n)) {
+            return Err(EchoCut("names a header after a secret's value"));
         }
         for value in headers.values_mut() {
             if let Some(v) = self.put_back(&echoed, value.as_bytes())? {
@@ -303,12 +316,9 @@ impl TaskSecrets {
             .into_iter()
             .filter(|h| !h.placeholder && echoed.contains(&h.secret))
             .collect();
-        if hits.is_empty() {
-            return Ok(None);
-        }
         let mut out = Vec::with_capacity(hay.len());
         let mut at = 0;
-        for h in hits {
+        for h in &hits {
             if !h.raw || h.start < at {
                 return Err(EchoCut("carries a secret's value encoded"));
             }
@@ -317,7 +327,45 @@ impl TaskSecrets {
             at = h.end;
         }
         out.extend_from_slice(&hay[at..]);
-        Ok(Some(out))
+        // What is left, as a reader may decode it (escapes, line breaks),
+        // must not spell a value either.
+        let decoded = normalize(&out);
+        if self
+            .matcher
+            .hits(&decoded)
+            .iter()
+            .any(|h| !h.placeholder && echoed.contains(&h.secret))
+        {
+            return Err(EchoCut("carries a secret's value in escapes"));
+        }
+        Ok((!hits.is_empty()).then_some(out))
+    }
+
+    /// Does a header (or trailer) name hold one of the `echoed` values?
+    /// Names come lower-cased, so they are compared so.
+    pub(crate) fn names_value(&self, echoed: &[usize], name: &http::HeaderName) -> bool {
+        let n = name.as_str().as_bytes();
+        echoed.iter().any(|i| {
+            let v = self.list[*i].value().to_ascii_lowercase();
+            memchr::memmem::find(n, &v).is_some()
+        })
+    }
+
+    /// Do `hay`'s escapes or line breaks hide a form its plain text does
+    /// not show (a value, or a placeholder spelled in escapes)? Then it is
+    /// a leak of that secret.
+    pub(crate) fn hidden(&self, hay: &[u8]) -> Option<usize> {
+        let plain = self.matcher.hits(hay);
+        let decoded = self.matcher.hits(&normalize(hay));
+        let raw_placeholders = |hits: &[Hit], i: usize| {
+            hits.iter()
+                .filter(|h| h.secret == i && h.placeholder && h.raw)
+                .count()
+        };
+        decoded.iter().find_map(|h| {
+            let more = raw_placeholders(&decoded, h.secret) > raw_placeholders(&plain, h.secret);
+            (!(h.placeholder && h.raw) || more).then_some(h.secret)
+        })
     }
 }
 
@@ -335,25 +383,6 @@ fn percent_encode(s: &[u8]) -> String {
         } else {
             out.push_str(&format!("%{b:02X}"));
         }
-    }
-    out
-}
-
-/// `%XX` decoded (anything else as it is).
-fn percent_decode(s: &[u8]) -> Vec<u8> {
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        if s[i] == b'%' && i + 2 < s.len() {
-            if let (Some(h), Some(l)) = (hex(s[i + 1]), hex(s[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(s[i]);
-        i += 1;
     }
     out
 }

@@ -64,7 +64,7 @@ fn head(
             HeaderValue::from_str(v).unwrap(),
         );
     }
-    let used = s.request_head(&dest, &mut uri, &mut map)?;
+    let used = s.request_head(&dest, &http::Method::GET, &mut uri, &mut map)?;
     Ok((uri, map, used))
 }
 
@@ -354,4 +354,92 @@ async fn a_trailer_is_checked_and_clean_trailers_pass() {
             assert_eq!(c.to_bytes(), Bytes::from_static(b"data"));
         }
     }
+}
+
+#[test]
+fn escapes_line_breaks_and_the_method_hide_nothing() {
+    let s = secrets(false, true, PH);
+    // Part of the placeholder in escapes, base64 wrapped in lines.
+    let partial = format!("{}%{:02X}{}", &PH[..5], PH.as_bytes()[5], &PH[6..]);
+    assert_eq!(s.hidden(partial.as_bytes()), Some(0));
+    let b64 = BASE64.encode(format!("k={PH}").as_bytes());
+    let wrapped: String = b64
+        .as_bytes()
+        .chunks(8)
+        .map(|c| format!("{}\r\n", String::from_utf8_lossy(c)))
+        .collect();
+    assert_eq!(s.hidden(wrapped.as_bytes()), Some(0));
+    assert_eq!(
+        s.hidden(format!("k={}", VALUE.replace('_', "\\u005f")).as_bytes()),
+        Some(0)
+    );
+    // The plain placeholder alone is not hidden (an enabled body swaps it).
+    assert_eq!(s.hidden(format!("k={PH}").as_bytes()), None);
+    let t = target("other.example.com");
+    let dest = Dest {
+        target: &t,
+        intercepted: true,
+    };
+    let method = http::Method::from_bytes(PH.as_bytes()).unwrap();
+    let err = s
+        .request_head(
+            &dest,
+            &method,
+            &mut "/".parse().unwrap(),
+            &mut HeaderMap::new(),
+        )
+        .unwrap_err();
+    assert_eq!(err.refusal.rule, Rule::SecretLeak);
+}
+
+#[tokio::test]
+async fn echoes_in_escapes_codings_names_and_trailers_are_cut_or_put_back() {
+    let s = secrets(false, false, PH);
+    let t = target("api.example.com");
+    let dest = Dest {
+        target: &t,
+        intercepted: true,
+    };
+    let with = |k: &str, v: &str| {
+        let mut h = HeaderMap::new();
+        h.insert(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
+        h
+    };
+    assert!(s
+        .echo_head(&dest, &mut with("transfer-encoding", "gzip, chunked"))
+        .is_err());
+    assert!(s
+        .echo_head(
+            &dest,
+            &mut with(&format!("x-{}", VALUE.to_lowercase()), "1")
+        )
+        .is_err());
+    assert!(s
+        .echo_head(&dest, &mut with("transfer-encoding", "chunked"))
+        .is_ok());
+    // The value with JSON's escaped slashes, or wrapped: cut.
+    for body in [
+        VALUE.replace('_', "\\u005f"),
+        format!("{}\n{}", &VALUE[..10], &VALUE[10..]),
+    ] {
+        let cut = EchoBody::new(Full::new(Bytes::from(body.clone())), s.clone(), &dest)
+            .collect()
+            .await;
+        assert!(cut.is_err(), "{body}");
+    }
+    // A trailer holding the value comes back with the placeholder.
+    let mut trailers = HeaderMap::new();
+    trailers.insert("x-t", HeaderValue::from_str(VALUE).unwrap());
+    let got = EchoBody::new(
+        WithTrailers(Some(Bytes::from_static(b"ok")), Some(trailers)),
+        s.clone(),
+        &dest,
+    )
+    .collect()
+    .await
+    .unwrap();
+    assert_eq!(got.trailers().unwrap()["x-t"], PH);
 }

@@ -58,6 +58,10 @@ struct Setup {
 }
 
 fn setup(on_violation: &str) -> Setup {
+    setup_with(on_violation, VALUE)
+}
+
+fn setup_with(on_violation: &str, value: &str) -> Setup {
     let ca = test_ca();
     let names = ["api.example.com", "other.example.com"];
     let up = Upstream::start_tls(routes(), server_config(&ca, &names));
@@ -68,7 +72,7 @@ fn setup(on_violation: &str) -> Setup {
         .task_extra(&format!(
             "[[task.secret]]\nname = \"TOKEN\"\nfrom_file = \"token.txt\"\nhosts = [\"api.example.com:{p}\"]\non_violation = \"{on_violation}\""
         ))
-        .file("token.txt", format!("{VALUE}\n"))
+        .file("token.txt", format!("{value}\n"))
         .file("upstream-ca.pem", ca.pem.as_str())
         .host("api.example.com", &["127.0.0.1"])
         .top(&format!(
@@ -409,4 +413,81 @@ fn around_the_check_upgrade_authority_multipart_and_ip_literal() {
     let status = connect_status(&t.s, &format!("127.0.0.1:{}", t.up.port()));
     assert_eq!(status, 403);
     assert!(t.up.requests().iter().all(|r| !r.uri.starts_with("/h2")));
+}
+
+#[test]
+fn an_echoed_value_never_reaches_the_taint_set_or_the_logs() {
+    // A value that reads as a host label once echoed inside a URL.
+    let value = "3f9a1c0e7b5d4a2f8e6c1b0a9d8e7f6a";
+    let t = setup_with("refuse", value);
+    let ph = t.placeholder();
+    let a = t.curl(
+        &[
+            "-H",
+            &format!("Authorization: Bearer https://{ph}.example.com/x"),
+        ],
+        &t.url("api", "/echo"),
+    );
+    assert_eq!(a.status, 200);
+    assert!(String::from_utf8_lossy(&a.body).contains(&ph));
+    assert_eq!(
+        t.up.requests()[0].headers["authorization"],
+        format!("Bearer https://{value}.example.com/x")
+    );
+    // The response was scanned as the task got it: the name it carries is
+    // the placeholder's, never the value's.
+    let all = t.everything_written();
+    assert!(!all.contains(value), "the value was written somewhere");
+}
+
+#[test]
+fn a_leak_late_in_a_streamed_upload_is_cut_logged_and_quarantines() {
+    use std::io::{Read, Write};
+    // An upstream that answers as soon as the head arrives, then records
+    // whatever of the body still comes.
+    let up = RawUpstream::start(|mut c, r| {
+        let head = read_head(&mut c);
+        r.lock().unwrap().extend_from_slice(&head);
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        RawUpstream::record(c, r);
+    });
+    let t = setup("quarantine");
+    let ph = t.placeholder();
+    let host = format!("other.example.com:{}", up.port);
+    t.s.write_config(
+        &std::fs::read_to_string(&t.s.config)
+            .unwrap()
+            .replace("allow = [", &format!("allow = [\"{host}\", ")),
+    );
+    t.s.wait_reloads_by("file change", 1);
+    let mut c = std::net::TcpStream::connect(t.s.proxy_addr()).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let first = "A".repeat(5000);
+    write!(
+        c,
+        "PUT http://{host}/up HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{first}\r\n",
+        first.len()
+    )
+    .unwrap();
+    let mut got = [0u8; 256];
+    let n = c.read(&mut got).unwrap();
+    assert!(
+        got[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got[..n])
+    );
+    let tail = format!("x={ph}");
+    let _ = write!(c, "{:x}\r\n{tail}\r\n0\r\n\r\n", tail.len());
+    // The answer's row says what the client got; a second row says the
+    // upload was cut, and names the secret.
+    let row = row_where(&t.s, "t", "other.example.com", |r| {
+        r["rule"] == "secret-leak"
+    });
+    assert_eq!(row["secrets"], serde_json::json!(["TOKEN"]), "{row}");
+    assert_eq!(row["note"], "upload-cut", "{row}");
+    drop(c);
+    assert!(!String::from_utf8_lossy(&up.received.lock().unwrap()).contains(&ph));
+    let a = t.curl(&[], &t.url("api", "/after"));
+    assert_refused(&a, 403, "quarantined");
 }

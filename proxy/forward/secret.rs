@@ -1,0 +1,142 @@
+//! A task's secrets in the send phase: the request head checked and
+//! swapped (`secrets::TaskSecrets::request_head`), a small body read whole
+//! and checked before a byte is sent, a larger one watched as it streams;
+//! a leak refuses the request, and for a secret that says so quarantines
+//! the task (SPEC §10).
+//!
+//! Must not: find or swap secrets itself (`secrets` does), or decide
+//! (`policy::secrets`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use crate::exchange::ReqCtx;
+use crate::policy::{Refusal, Verdict};
+use crate::secrets::{Dest, Leak, LeakGuard, TaskSecrets, Watch};
+
+/// A request body as it goes upstream: read whole first (and checked for
+/// secrets before a byte is sent), or streamed.
+pub(super) enum Upload {
+    Read(bytes::Bytes),
+    Streamed(Incoming),
+}
+
+/// Bodies up to this size are read whole before anything is sent when the
+/// task has secrets, so a leak anywhere in them sends nothing upstream;
+/// larger or unsized ones stream and are cut where a leak is found.
+const READ_WHOLE: u64 = 1024 * 1024;
+
+/// Bytes all bodies being read whole may hold at once; past it a body
+/// streams instead (many HTTP/2 streams must not pin gigabytes).
+const READ_WHOLE_TOTAL: usize = 64 * 1024 * 1024;
+
+/// Bytes held by bodies being read whole now.
+static READING_WHOLE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A share of [`READ_WHOLE_TOTAL`], given back when dropped.
+pub(super) struct Held(usize);
+
+impl Held {
+    fn take(n: usize) -> Option<Held> {
+        use std::sync::atomic::Ordering::AcqRel;
+        READING_WHOLE
+            .fetch_update(AcqRel, std::sync::atomic::Ordering::Acquire, |used| {
+                (used + n <= READ_WHOLE_TOTAL).then_some(used + n)
+            })
+            .ok()
+            .map(|_| Held(n))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        READING_WHOLE.fetch_sub(self.0, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// A share of memory to read the body whole, when the request says one of
+/// at most [`READ_WHOLE`] bytes follows and the total allows it.
+pub(super) fn small(h: &http::HeaderMap) -> Option<Held> {
+    h.get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+        .filter(|n| *n <= READ_WHOLE)
+        .and_then(|n| Held::take(usize::try_from(n).ok()?))
+}
+
+/// Reads a small body whole through the secrets check (swaps included).
+/// `Err`: a leak (the watch says which) or a client too slow to send it.
+pub(super) async fn read_whole(
+    secrets: &Arc<TaskSecrets>,
+    dest: &Dest<'_>,
+    watch: &Arc<Watch>,
+    incoming: Incoming,
+    limit: Duration,
+) -> Result<bytes::Bytes, Refusal> {
+    let guarded = LeakGuard::new(incoming, secrets.clone(), dest, watch.clone());
+    match tokio::time::timeout(limit, guarded.collect()).await {
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e)) => Err(Refusal::new(
+            crate::policy::Rule::BadTarget,
+            format!("the request body could not be read: {e}"),
+        )),
+        Err(_) => Err(Refusal::new(
+            crate::policy::Rule::BadTarget,
+            format!(
+                "the request body did not arrive within {} s",
+                limit.as_secs()
+            ),
+        )),
+    }
+}
+
+/// A body whose length a swap changes goes without Content-Length (the
+/// upstream request is chunked).
+pub(super) fn up_req_headers_lose_length(parts: &mut http::request::Parts) {
+    parts.headers.remove(header::CONTENT_LENGTH);
+}
+
+/// The request head checked for the task's secrets and enabled
+/// placeholders swapped in (the row names them); what watches the body.
+pub(super) fn guard_head(
+    cx: &mut ReqCtx,
+    dest: &Dest<'_>,
+    secrets: Arc<TaskSecrets>,
+    parts: &mut http::request::Parts,
+) -> Result<(Arc<TaskSecrets>, Arc<Watch>), Refusal> {
+    match secrets.request_head(dest, &parts.method, &mut parts.uri, &mut parts.headers) {
+        Ok(used) => cx.ex_mut().secrets = used,
+        Err(leak) => return Err(leaked(cx, &leak)),
+    }
+    let (conn, ex) = (cx.conn.clone(), cx.ex().clone());
+    let watch = Watch::new(move |leak: &Leak, answered: bool| {
+        if leak.quarantine {
+            conn.task.quarantine.enter(&leak.name);
+            conn.task.tunnels.revoke_all();
+        }
+        if answered {
+            // The answer's row is written when it ends; this one says the
+            // upload was cut and why.
+            let mut ex = ex.clone();
+            ex.secrets = vec![leak.name.clone()];
+            ex.note = Some(crate::log::UPLOAD_CUT);
+            let status = leak.refusal.rule.status();
+            conn.record(&ex, &Verdict::Deny(leak.refusal.clone()), status, (0, 0));
+        }
+    });
+    Ok((secrets, Arc::new(watch)))
+}
+
+/// A leak refuses the request (its row names the secret) and, for a
+/// secret that says so, quarantines the task and closes its tunnels.
+pub(super) fn leaked(cx: &mut ReqCtx, leak: &Leak) -> Refusal {
+    cx.ex_mut().secrets = vec![leak.name.clone()];
+    if leak.quarantine {
+        cx.conn.task.quarantine.enter(&leak.name);
+        cx.conn.task.tunnels.revoke_all();
+    }
+    leak.refusal.clone()
+}
