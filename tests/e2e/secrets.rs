@@ -491,3 +491,37 @@ fn a_leak_late_in_a_streamed_upload_is_cut_logged_and_quarantines() {
     let a = t.curl(&[], &t.url("api", "/after"));
     assert_refused(&a, 403, "quarantined");
 }
+
+#[test]
+fn a_reload_picks_up_a_rotated_value_and_keeps_the_placeholder() {
+    let t = setup("refuse");
+    let ph = t.placeholder();
+    let rotated = "ghp_RotatedSecretValue0123456789abcdefAB";
+    std::fs::write(t.s.dir.path().join("token.txt"), format!("{rotated}\n")).unwrap();
+    t.s.signal("HUP");
+    // Each request after the reload carries the new value (bounded poll:
+    // the reload lands asynchronously).
+    let bearer = format!("Authorization: Bearer {ph}");
+    let mut got = String::new();
+    for _ in 0..50 {
+        let a = t.curl(&["-H", &bearer], &t.url("api", "/rotated"));
+        assert_eq!(a.status, 200);
+        got = t.up.requests().pop().unwrap().headers["authorization"].clone();
+        if got.ends_with(rotated) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(got, format!("Bearer {rotated}"));
+    assert_eq!(t.placeholder(), ph, "the placeholder stays");
+    // A value that cannot be read fails the reload; the last one stays.
+    std::fs::remove_file(t.s.dir.path().join("token.txt")).unwrap();
+    t.s.signal("HUP");
+    t.s.wait_line(|l| l.contains("token.txt") && l.contains("cannot read"));
+    let a = t.curl(&["-H", &bearer], &t.url("api", "/after-failed-reload"));
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        t.up.requests().pop().unwrap().headers["authorization"],
+        format!("Bearer {rotated}")
+    );
+}
