@@ -693,6 +693,16 @@ fn secrets_scenario(rt: &tokio::runtime::Runtime, up: &Upstreams, table: &mut Ta
         &std::fs::read(dir.join("state/tasks/bench/placeholders.json")).unwrap(),
     )
     .unwrap();
+    // Each fresh sluice mints its leaf and opens its upstream connections
+    // on its first requests: warm both up first, unrecorded.
+    for p in [&plain, &with] {
+        let ca_path = p._dir.as_ref().unwrap().path().join("state/ca.pem");
+        let ca = {
+            use rustls::pki_types::pem::PemObject;
+            CertificateDer::from_pem_file(&ca_path).unwrap()
+        };
+        rt.block_on(https_with(p, up, vec![ca], "/1k", 32, true, Arc::from("")));
+    }
     let auth: Arc<str> = format!(
         "Authorization: Bearer {}\r\n",
         kept["TOKEN"].as_str().unwrap()

@@ -83,6 +83,9 @@ fn base64_core(enc: &data_encoding::Encoding, s: &[u8], align: usize) -> Vec<u8>
 /// and `&#xHH;` (ASCII only) decoded, and line breaks dropped (base64
 /// wrapped in lines, as MIME and PEM write it).
 pub(crate) fn normalize(s: &[u8]) -> Vec<u8> {
+    if !escaped(s) {
+        return s.to_vec();
+    }
     let hex = |b: &[u8]| -> Option<u8> {
         let t = std::str::from_utf8(b).ok()?;
         u8::from_str_radix(t, 16).ok().filter(u8::is_ascii)
@@ -115,6 +118,12 @@ pub(crate) fn normalize(s: &[u8]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Could [`normalize`] change `s`? (Most header values and URLs have no
+/// escape or line break: they are looked at once.)
+pub(crate) fn escaped(s: &[u8]) -> bool {
+    memchr::memchr3(b'%', b'\\', b'&', s).is_some() || memchr::memchr2(b'\r', b'\n', s).is_some()
 }
 
 /// The digits of an HTML numeric entity up to its `;`: the ASCII byte and

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use data_encoding::BASE64;
 use http::{HeaderMap, HeaderValue, Uri};
 
-use super::forms::normalize;
+use super::forms::{escaped, normalize};
 use super::matcher::Hit;
 use super::store::TaskSecrets;
 use crate::config::OnViolation;
@@ -87,7 +87,11 @@ impl TaskSecrets {
             Some((p, q)) => (p, Some(q)),
             None => (url.as_str(), None),
         };
-        for hay in [path.as_bytes(), &normalize(path.as_bytes())] {
+        let decoded = escaped(path.as_bytes()).then(|| normalize(path.as_bytes()));
+        for hay in [Some(path.as_bytes()), decoded.as_deref()]
+            .into_iter()
+            .flatten()
+        {
             if let Some(h) = self.matcher.hits(hay).first() {
                 return Err(self.leak(h.secret, "the URL", dest));
             }
@@ -166,7 +170,8 @@ impl TaskSecrets {
         bytes: &[u8],
         used: &mut Vec<Arc<str>>,
     ) -> Result<Option<Vec<u8>>, usize> {
-        if let Some(h) = self.matcher.hits(&normalize(bytes)).first() {
+        let decoded = escaped(bytes).then(|| normalize(bytes));
+        if let Some(h) = decoded.and_then(|d| self.matcher.hits(&d).first().copied()) {
             if !self
                 .matcher
                 .hits(bytes)
@@ -329,7 +334,11 @@ impl TaskSecrets {
         out.extend_from_slice(&hay[at..]);
         // What is left, as a reader may decode it (escapes, line breaks),
         // must not spell a value either.
-        let decoded = normalize(&out);
+        let decoded = if escaped(&out) {
+            normalize(&out)
+        } else {
+            Vec::new()
+        };
         if self
             .matcher
             .hits(&decoded)
@@ -355,6 +364,9 @@ impl TaskSecrets {
     /// not show (a value, or a placeholder spelled in escapes)? Then it is
     /// a leak of that secret.
     pub(crate) fn hidden(&self, hay: &[u8]) -> Option<usize> {
+        if !escaped(hay) {
+            return None;
+        }
         let plain = self.matcher.hits(hay);
         let decoded = self.matcher.hits(&normalize(hay));
         let raw_placeholders = |hits: &[Hit], i: usize| {
