@@ -9,31 +9,38 @@ use crate::config::{self, Intercept, Snapshot, TaskConfig};
 use crate::policy::{AllowMode, TaintMode};
 
 /// The fields of a task, in order: (block label, table header).
-const FIELDS: [(&str, &str); 6] = [
+const FIELDS: [(&str, &str); 7] = [
     ("listen", "LISTEN"),
     ("allow", "ALLOW"),
     ("allow_mode", "ALLOW_MODE"),
     ("taint", "TAINT"),
     ("intercept", "INTERCEPT"),
     ("private", "PRIVATE"),
+    ("secrets", "SECRETS"),
 ];
 
 /// `sluice check`'s report of a valid config.
 pub(crate) fn check_report(s: &Snapshot, wide: bool) -> String {
     let mut out = format!("config {} is valid: {} task(s)\n", s.source, s.tasks.len());
     let shipped = shipped_exempt();
-    let tasks: Vec<(String, [Vec<String>; 6])> = s
+    let tasks: Vec<(String, [Vec<String>; 7])> = s
         .tasks
         .iter()
         .map(|t| (t.id.clone(), fields(t, &shipped)))
         .collect();
     if wide {
+        // The secrets column only when a task has one.
+        let shown = if tasks.iter().any(|(_, f)| !f[6].is_empty()) {
+            7
+        } else {
+            6
+        };
         let mut header = vec!["TASK".to_string()];
-        header.extend(FIELDS.iter().map(|(_, h)| h.to_string()));
+        header.extend(FIELDS.iter().take(shown).map(|(_, h)| h.to_string()));
         let mut rows = vec![header];
         for (id, f) in &tasks {
             let mut row = vec![id.clone()];
-            row.extend(f.iter().map(|v| v.join(" ")));
+            row.extend(f.iter().take(shown).map(|v| v.join(" ")));
             rows.push(row);
         }
         out.push_str(&crate::report::aligned(&rows, |_| false));
@@ -72,7 +79,7 @@ fn shipped_exempt() -> BTreeSet<String> {
 }
 
 /// One task's values, a list per field (one line each in a block).
-fn fields(t: &TaskConfig, shipped: &BTreeSet<String>) -> [Vec<String>; 6] {
+fn fields(t: &TaskConfig, shipped: &BTreeSet<String>) -> [Vec<String>; 7] {
     let allow_mode = match t.rules.allow_mode {
         AllowMode::Enforce => "enforce",
         AllowMode::Shadow => "!shadow",
@@ -90,7 +97,38 @@ fn fields(t: &TaskConfig, shipped: &BTreeSet<String>) -> [Vec<String>; 6] {
         taint_column(t, shipped),
         intercept_column(t),
         vec![private_column(t)],
+        secrets_column(t),
     ]
+}
+
+/// Each secret: its name, where its value comes from, its hosts and where
+/// it goes in (no line without secrets). Never a value.
+fn secrets_column(t: &TaskConfig) -> Vec<String> {
+    t.secrets
+        .iter()
+        .map(|s| {
+            let from = match &s.source {
+                crate::config::SecretSource::Env(v) => format!("${v}"),
+                crate::config::SecretSource::File(p) => p.display().to_string(),
+            };
+            let mut hosts: Vec<String> =
+                s.hosts.entries().map(|(h, p)| format!("{h}:{p}")).collect();
+            hosts.sort();
+            let mut at = s.headers.clone();
+            at.extend(s.query.then(|| "query".to_string()));
+            at.extend(s.body.then(|| "body".to_string()));
+            let on = match s.on_violation {
+                crate::config::OnViolation::Refuse => "",
+                crate::config::OnViolation::Quarantine => ", quarantine",
+            };
+            format!(
+                "{} (from {from}) to {} in {}{on}",
+                s.name,
+                hosts.join(","),
+                at.join(",")
+            )
+        })
+        .collect()
 }
 
 /// The allowed destinations: ports grouped per host, "github.com:80,443".

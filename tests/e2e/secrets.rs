@@ -303,6 +303,18 @@ fn sluice_env_gives_the_placeholder_never_the_value() {
     let text = String::from_utf8_lossy(&sh.stdout);
     assert!(text.contains(&format!("export TOKEN={ph}")), "{text}");
     assert!(!text.contains(VALUE));
+    // check says where each secret goes, never what it is.
+    let out = Command::new(bin())
+        .args(["check", "--config"])
+        .arg(&t.s.config)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("secrets     TOKEN (from ") && said.contains(" in authorization"),
+        "{said}"
+    );
+    assert!(!said.contains(VALUE) && !said.contains(&ph));
 }
 
 #[test]
