@@ -26,6 +26,8 @@
 //! - `tunnel`: client byte streams and relaying bytes both ways;
 //!   `splice`: the kernel relay.
 //! - `tls`: the CA and TLS settings.
+//! - `secrets`: credentials kept out of the task (placeholders swapped
+//!   in only where policy allows, leaks refused, echoes put back).
 //! - `taint`: scan responses for host names; the per-task taint set;
 //!   recording what a response names (`Recorder`).
 //! - `log`, `metrics`, `respond`, `dns`: the access log, the
