@@ -253,7 +253,9 @@ where
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        let r = Pin::new(&mut self.inner)
+            .poll_frame(cx)
+            .map(|o| o.map(|res| res.map_err(Into::into)));
         match &r {
             Poll::Ready(Some(Ok(f))) => {
                 self.stall.progressed();
@@ -273,7 +275,17 @@ where
                 }
             }
             Poll::Ready(None) => self.finish(true),
-            Poll::Ready(Some(Err(_))) => self.finish(false),
+            Poll::Ready(Some(Err(e))) => {
+                // The echo check cut it: the row says so, as a cut head's.
+                if let Some(cut) = e.downcast_ref::<crate::secrets::EchoCut>() {
+                    if let Some(f) = self.finish.as_mut() {
+                        tracing::warn!(url = %f.row.ex.url, "{cut}");
+                        let refusal = crate::policy::secrets::echo_cut(&cut.to_string());
+                        f.row.set_verdict(crate::policy::Verdict::Deny(refusal));
+                    }
+                }
+                self.finish(false);
+            }
             Poll::Pending => {
                 if self.stall.poll_stalled(cx).is_ready() {
                     let limit = self.stall.limit;
@@ -286,7 +298,7 @@ where
                 }
             }
         }
-        r.map(|o| o.map(|res| res.map_err(Into::into)))
+        r
     }
     fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()

@@ -16,12 +16,13 @@ use hyper::body::Incoming;
 
 use crate::exchange::ReqCtx;
 use crate::policy::{Refusal, Verdict};
-use crate::secrets::{Dest, Leak, LeakGuard, TaskSecrets, Watch};
+use crate::secrets::{At, Dest, Leak, TaskSecrets, Watch};
 
 /// A request body as it goes upstream: read whole first (and checked for
 /// secrets before a byte is sent), or streamed.
 pub(super) enum Upload {
-    Read(bytes::Bytes),
+    /// Read whole and checked, holding its share of memory until sent.
+    Read(Holding),
     Streamed(Incoming),
 }
 
@@ -67,29 +68,88 @@ pub(super) fn small(h: &http::HeaderMap) -> Option<Held> {
         .and_then(|n| Held::take(usize::try_from(n).ok()?))
 }
 
-/// Reads a small body whole through the secrets check (swaps included).
-/// `Err`: a leak (the watch says which) or a client too slow to send it.
+/// Reads a small body whole, then checks it whole (so a spelling of a
+/// secret however long, or however the client cut its writes, is seen at
+/// once) and swaps what may be swapped. A client that pauses longer than
+/// `idle` between frames is refused. `Err`: a leak (the watch says which)
+/// or a body that could not be read.
 pub(super) async fn read_whole(
     secrets: &Arc<TaskSecrets>,
     dest: &Dest<'_>,
     watch: &Arc<Watch>,
-    incoming: Incoming,
-    limit: Duration,
+    mut incoming: Incoming,
+    idle: Duration,
 ) -> Result<bytes::Bytes, Refusal> {
-    let guarded = LeakGuard::new(incoming, secrets.clone(), dest, watch.clone());
-    match tokio::time::timeout(limit, guarded.collect()).await {
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-        Ok(Err(e)) => Err(Refusal::new(
-            crate::policy::Rule::BadTarget,
-            format!("the request body could not be read: {e}"),
-        )),
-        Err(_) => Err(Refusal::new(
-            crate::policy::Rule::BadTarget,
-            format!(
-                "the request body did not arrive within {} s",
-                limit.as_secs()
-            ),
-        )),
+    let unreadable = |why: String| Refusal::new(crate::policy::Rule::BadTarget, why);
+    let mut body = Vec::new();
+    loop {
+        let frame = match tokio::time::timeout(idle, incoming.frame()).await {
+            Err(_) => {
+                let secs = idle.as_secs();
+                return Err(unreadable(format!("the request body stalled for {secs} s")));
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(unreadable(format!(
+                    "the request body could not be read: {e}"
+                )))
+            }
+            Ok(Some(Ok(f))) => f,
+        };
+        // Trailers of a body read whole are not passed on.
+        if let Ok(d) = frame.into_data() {
+            body.extend_from_slice(&d);
+        }
+        if body.len() as u64 > READ_WHOLE {
+            return Err(unreadable(
+                "the request body is longer than its Content-Length".into(),
+            ));
+        }
+    }
+    let leak = |i: usize| {
+        let l = secrets.leak(i, "the body", dest);
+        let refusal = l.refusal.clone();
+        watch.caught(l);
+        refusal
+    };
+    if let Some(i) = secrets.hidden(&body) {
+        return Err(leak(i));
+    }
+    let mut used = Vec::new();
+    match secrets.swap_at(dest, At::Body, &body, &mut used) {
+        Err(i) => Err(leak(i)),
+        Ok(Some((out, _))) => {
+            watch.swapped_in(used);
+            Ok(out.into())
+        }
+        Ok(None) => Ok(body.into()),
+    }
+}
+
+/// A body read whole, holding its share of [`READ_WHOLE_TOTAL`] until it
+/// has been sent (or dropped).
+pub(super) struct Holding {
+    pub(super) inner: http_body_util::Full<bytes::Bytes>,
+    pub(super) _held: Held,
+}
+
+impl hyper::body::Body for Holding {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

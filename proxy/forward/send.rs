@@ -18,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::body::CountingBody;
 use super::headers::{keep_upgrade, shape_for, strip_hop_by_hop};
-use super::secret::{guard_head, leaked, read_whole, small, up_req_headers_lose_length, Upload};
+use super::secret::{
+    guard_head, leaked, read_whole, small, up_req_headers_lose_length, Holding, Upload,
+};
 use super::Origin;
 use crate::exchange::{ReqCtx, Sent};
 use crate::policy::{Admission, Refusal, Target, Verdict};
@@ -196,11 +198,15 @@ async fn upload(
     let held = guard
         .filter(|_| carries)
         .and_then(|_| small(&parts.headers));
-    let upload = match guard {
-        Some((secrets, watch)) if held.is_some() => {
-            let limit = cx.snap().limits.header_timeout;
-            match read_whole(secrets, &dest_of(s), watch, incoming, limit).await {
-                Ok(b) => Upload::Read(b),
+    let upload = match (guard, held) {
+        (Some((secrets, watch)), Some(held)) => {
+            // A client may pause this long between frames of its body.
+            let idle = cx.snap().limits.header_timeout;
+            match read_whole(secrets, &dest_of(s), watch, incoming, idle).await {
+                Ok(b) => Upload::Read(Holding {
+                    inner: Full::new(b),
+                    _held: held,
+                }),
                 Err(r) => return Err((watch.leak().map_or(r, |l| leaked(cx, l)), None)),
             }
         }
@@ -219,8 +225,8 @@ async fn upload(
     let counter = bytes_up.clone();
     let streamed = matches!(upload, Upload::Streamed(_));
     let mut up_body = match upload {
-        Upload::Read(b) => CountingBody {
-            inner: Full::new(b),
+        Upload::Read(inner) => CountingBody {
+            inner,
             counter,
             revoked,
         }

@@ -69,7 +69,18 @@ impl Watch {
             .store(true, std::sync::atomic::Ordering::Release);
     }
 
-    fn caught(&self, leak: Leak) {
+    /// Names put into a body read whole.
+    pub(crate) fn swapped_in(&self, names: Vec<Arc<str>>) {
+        let mut swapped = self.swapped.lock().unwrap_or_else(PoisonError::into_inner);
+        for name in names {
+            if !swapped.contains(&name) {
+                swapped.push(name);
+            }
+        }
+    }
+
+    /// A leak found in a body read whole.
+    pub(crate) fn caught(&self, leak: Leak) {
         if self.leak.set(leak).is_ok() {
             if let (Some(f), Some(l)) = (&self.on_leak, self.leak.get()) {
                 f(l, self.answered.load(std::sync::atomic::Ordering::Acquire));

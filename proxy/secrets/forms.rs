@@ -49,6 +49,19 @@ pub(crate) fn forms(s: &[u8]) -> Vec<Form> {
     }
     out.push(any_case(pct.into_bytes()));
     out.push(any_case(json.into_bytes()));
+    // Percent-encoded where a URL must (sluice's own spelling of a value
+    // it puts into a query).
+    let mut reserved = String::with_capacity(s.len() * 3);
+    for &b in s {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            reserved.push(b as char);
+        } else {
+            reserved.push_str(&format!("%{b:02x}"));
+        }
+    }
+    if reserved.as_bytes() != s {
+        out.push(any_case(reserved.into_bytes()));
+    }
     for align in 0..3 {
         for enc in [&BASE64_NOPAD, &BASE64URL_NOPAD] {
             let core = base64_core(enc, s, align);
@@ -185,6 +198,9 @@ mod tests {
         assert!(texts.contains(&"41622f".to_string()));
         assert!(texts.contains(&"%41%62%2f".to_string()));
         assert!(texts.contains(&"\\u0041\\u0062\\u002f".to_string()));
-        assert!(f.iter().filter(|f| f.any_case).count() == 3);
+        // "Ab/" has a '/': its URL spelling "Ab%2f" is a fourth.
+        assert!(texts.contains(&"Ab%2f".to_string()));
+        assert!(f.iter().filter(|f| f.any_case).count() == 4);
+        assert!(forms(b"AbC").iter().filter(|f| f.any_case).count() == 3);
     }
 }

@@ -151,7 +151,7 @@ impl TaskSecrets {
         // `user:password`, as git and pip send it.
         if let Some(b64) = strip_prefix_ci(bytes, b"basic ") {
             if let Ok(decoded) = BASE64.decode(b64.trim_ascii()) {
-                if let Some(out) = self.swap_in(dest, At::Header(name), &decoded, used)? {
+                if let Some(out) = self.checked(dest, At::Header(name), &decoded, used)? {
                     let mut v = b"Basic ".to_vec();
                     v.extend_from_slice(BASE64.encode(&out).as_bytes());
                     return Ok(Some(v));
@@ -170,16 +170,8 @@ impl TaskSecrets {
         bytes: &[u8],
         used: &mut Vec<Arc<str>>,
     ) -> Result<Option<Vec<u8>>, usize> {
-        let decoded = escaped(bytes).then(|| normalize(bytes));
-        if let Some(h) = decoded.and_then(|d| self.matcher.hits(&d).first().copied()) {
-            if !self
-                .matcher
-                .hits(bytes)
-                .iter()
-                .any(|g| g.secret == h.secret)
-            {
-                return Err(h.secret);
-            }
+        if let Some(i) = self.hidden(bytes) {
+            return Err(i);
         }
         self.swap_in(dest, at, bytes, used)
     }
@@ -225,6 +217,10 @@ impl TaskSecrets {
                 },
                 raw_placeholder: h.placeholder && h.raw,
             };
+            if h.end <= done && !out.is_empty() {
+                // The same span, found by the other automaton.
+                continue;
+            }
             if !secrets::may_swap(place) || h.start < done {
                 return Err(h.secret);
             }
@@ -244,9 +240,8 @@ impl TaskSecrets {
     /// The secrets whose values a response to `dest` may echo: those of
     /// its host, on an intercepted request.
     pub(crate) fn echoed(&self, dest: &Dest<'_>) -> Vec<usize> {
-        if !dest.intercepted {
-            return Vec::new();
-        }
+        // Plain HTTP too: a value stored over HTTPS must not be read back
+        // over HTTP.
         (0..self.list.len())
             .filter(|i| self.its_host(*i, dest.target))
             .collect()
@@ -309,6 +304,15 @@ impl TaskSecrets {
         Ok(true)
     }
 
+    /// Is `h` the value as sluice put it into a query (percent-encoded
+    /// where RFC 3986 asks, either hex case)? An echo of the request URL
+    /// carries it back, and it gets the placeholder like the raw value.
+    fn is_query_spelling(&self, h: &Hit, hay: &[u8]) -> bool {
+        let spelled = percent_encode(self.list[h.secret].value());
+        hay.get(h.start..h.end)
+            .is_some_and(|s| s.eq_ignore_ascii_case(spelled.as_bytes()))
+    }
+
     /// `hay` with each raw value of `echoed` replaced by its placeholder.
     pub(crate) fn put_back(
         &self,
@@ -324,7 +328,12 @@ impl TaskSecrets {
         let mut out = Vec::with_capacity(hay.len());
         let mut at = 0;
         for h in &hits {
-            if !h.raw || h.start < at {
+            if h.end <= at {
+                // The same span, found by the other automaton.
+                continue;
+            }
+            let query_spelling = self.is_query_spelling(h, hay);
+            if (!h.raw && !query_spelling) || h.start < at {
                 return Err(EchoCut("carries a secret's value encoded"));
             }
             out.extend_from_slice(&hay[at..h.start]);

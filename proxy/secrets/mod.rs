@@ -19,7 +19,7 @@ mod quarantine;
 mod store;
 
 pub(crate) use body::{EchoBody, LeakGuard, Watch};
-pub(crate) use guard::{Dest, Leak};
+pub(crate) use guard::{At, Dest, EchoCut, Leak};
 pub(crate) use quarantine::Quarantine;
 pub(crate) use store::{load_all, read_placeholders, ByTask, SecretError, TaskSecrets};
 

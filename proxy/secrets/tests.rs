@@ -443,3 +443,49 @@ async fn echoes_in_escapes_codings_names_and_trailers_are_cut_or_put_back() {
     .unwrap();
     assert_eq!(got.trailers().unwrap()["x-t"], PH);
 }
+
+#[test]
+fn a_swapped_query_echoed_back_gets_the_placeholder_and_plain_http_echoes_too() {
+    let slashy = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    let mut hosts = AllowList::default();
+    hosts.insert(
+        parse_authority("api.example.com", Some(443)).unwrap().host,
+        443,
+    );
+    hosts.insert(
+        parse_authority("api.example.com", Some(80)).unwrap().host,
+        80,
+    );
+    let secret = Secret::for_test(
+        SecretConfig {
+            name: "KEY".into(),
+            source: SecretSource::Env("KEY".into()),
+            hosts,
+            headers: vec!["authorization".into()],
+            query: true,
+            body: false,
+            on_violation: OnViolation::Refuse,
+        },
+        "sluice_Qx7Jm2Kd9Pz4Vb8Nc3Rt6YwLpEh12345",
+        slashy.as_bytes(),
+    );
+    let s = Arc::new(TaskSecrets::for_test(vec![secret]));
+    let ph = s.list[0].placeholder.clone();
+    let (uri, _, _) = head(&s, "api.example.com", true, &format!("/r?key={ph}"), &[]).unwrap();
+    let sent = uri.query().unwrap().to_string();
+    assert!(sent.contains("%2F"), "{sent}");
+    let t = target("api.example.com");
+    for intercepted in [true, false] {
+        let dest = Dest {
+            target: &t,
+            intercepted,
+        };
+        let mut h = HeaderMap::new();
+        h.insert(
+            "location",
+            HeaderValue::from_str(&format!("/r/?{sent}")).unwrap(),
+        );
+        assert!(s.echo_head(&dest, &mut h).unwrap(), "{intercepted}");
+        assert_eq!(h["location"], format!("/r/?key={ph}").as_str());
+    }
+}

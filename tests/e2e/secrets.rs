@@ -22,6 +22,17 @@ const VALUE: &str = "ghp_RealSecretValue0123456789abcdefABCD";
 
 fn routes() -> Handler {
     Arc::new(|req: &Seen| {
+        if req.uri == "/b64" {
+            // The token echoed base64-encoded in the body.
+            let auth = req
+                .headers
+                .get("authorization")
+                .cloned()
+                .unwrap_or_default();
+            return Some(Response::new(Full::new(Bytes::from(
+                BASE64.encode(auth.as_bytes()),
+            ))));
+        }
         if req.uri == "/gz" {
             // A server that compresses whatever it was asked.
             let auth = req
@@ -276,6 +287,19 @@ fn an_echo_of_the_value_reaches_the_task_as_the_placeholder() {
     );
     assert_refused(&a, 403, "secret-leak");
     assert!(!String::from_utf8_lossy(&a.body).contains(VALUE));
+    // Encoded in the body: cut, and the row says why.
+    let a = t.curl(
+        &["-H", &format!("Authorization: Bearer {ph}")],
+        &t.url("api", "/b64"),
+    );
+    assert!(!String::from_utf8_lossy(&a.body)
+        .contains(&BASE64.encode(format!("Bearer {VALUE}").as_bytes())));
+    let row = row_where(&t.s, "t", "api.example.com", |r| r["path"] == "/b64");
+    assert_eq!(
+        (row["decision"].as_str(), row["rule"].as_str()),
+        (Some("deny"), Some("secret-leak")),
+        "{row}"
+    );
 }
 
 #[test]
@@ -535,5 +559,44 @@ fn a_reload_picks_up_a_rotated_value_and_keeps_the_placeholder() {
     assert_eq!(
         t.up.requests().pop().unwrap().headers["authorization"],
         format!("Bearer {rotated}")
+    );
+}
+
+#[test]
+fn a_body_spelled_out_across_writes_is_read_whole_before_any_of_it_leaves() {
+    use std::io::Write;
+    let up = RawUpstream::start(RawUpstream::record);
+    let t = setup("refuse");
+    let ph = t.placeholder();
+    let host = format!("other.example.com:{}", up.port);
+    t.s.write_config(
+        &std::fs::read_to_string(&t.s.config)
+            .unwrap()
+            .replace("allow = [", &format!("allow = [\"{host}\", ")),
+    );
+    t.s.wait_reloads_by("file change", 1);
+    // The placeholder with 40 line breaks after every character: longer
+    // than any tail held back, and sent in two writes.
+    let spread: String = ph
+        .chars()
+        .map(|c| format!("{c}{}", "\n".repeat(40)))
+        .collect();
+    let body = format!("note={spread}");
+    let (first, second) = body.split_at(body.len() / 2);
+    let mut c = std::net::TcpStream::connect(t.s.proxy_addr()).unwrap();
+    write!(
+        c,
+        "POST http://{host}/spread HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\n\r\n{first}",
+        body.len()
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    c.write_all(second.as_bytes()).unwrap();
+    let a = read_answer(&mut c).expect("an answer");
+    assert_refused(&a, 403, "secret-leak");
+    assert_eq!(
+        up.conns.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing reached the upstream"
     );
 }
