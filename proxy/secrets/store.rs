@@ -1,7 +1,7 @@
 //! A task's secrets at hand: each value read from sluice's environment or
 //! a file (held in memory that is zeroed when dropped, never printed), and
 //! each placeholder — random, `sluice_` then letters and digits, as long
-//! as the value (at least 31 bytes) — kept in
+//! as the value (at least 19 bytes) — kept in
 //! `<state_dir>/tasks/<id>/placeholders.json` (names and placeholders
 //! only) so that it survives restarts and reloads.
 //!
@@ -20,8 +20,9 @@ use crate::config::{SecretConfig, SecretSource, TaskConfig};
 /// The placeholders' recognisable start.
 pub(crate) const PREFIX: &str = "sluice_";
 
-/// Random characters after the prefix, at least.
-const MIN_RANDOM: usize = 24;
+/// Random characters after the prefix, at least (71 bits: a placeholder
+/// must not turn up in other text; it is not itself a secret).
+const MIN_RANDOM: usize = 12;
 
 /// Values shorter than this are refused: their encoded forms would match
 /// ordinary text.
