@@ -675,6 +675,13 @@ async fn https_with(
     .await
 }
 
+/// The interception CA of a sluice started by [`sluice`].
+fn sluice_ca(p: &Proxy) -> CertificateDer<'static> {
+    use rustls::pki_types::pem::PemObject;
+    let path = p._dir.as_ref().unwrap().path().join("state/ca.pem");
+    CertificateDer::from_pem_file(path).unwrap()
+}
+
 /// The token a secrets run swaps in (only sluice and the upstream see it).
 const BENCH_TOKEN: &str = "ghp_BenchSecretValue0123456789abcdefABCD";
 
@@ -696,11 +703,7 @@ fn secrets_scenario(rt: &tokio::runtime::Runtime, up: &Upstreams, table: &mut Ta
     // Each fresh sluice mints its leaf and opens its upstream connections
     // on its first requests: warm both up first, unrecorded.
     for p in [&plain, &with] {
-        let ca_path = p._dir.as_ref().unwrap().path().join("state/ca.pem");
-        let ca = {
-            use rustls::pki_types::pem::PemObject;
-            CertificateDer::from_pem_file(&ca_path).unwrap()
-        };
+        let ca = sluice_ca(p);
         rt.block_on(https_with(p, up, vec![ca], "/1k", 32, true, Arc::from("")));
     }
     let auth: Arc<str> = format!(
@@ -713,11 +716,7 @@ fn secrets_scenario(rt: &tokio::runtime::Runtime, up: &Upstreams, table: &mut Ta
         (&with, Arc::from(""), "secret, not used"),
         (&with, auth, "secret, swapped"),
     ] {
-        let ca_path = p._dir.as_ref().unwrap().path().join("state/ca.pem");
-        let ca = {
-            use rustls::pki_types::pem::PemObject;
-            CertificateDer::from_pem_file(&ca_path).unwrap()
-        };
+        let ca = sluice_ca(p);
         rt.block_on(async {
             let r = https_with(p, up, vec![ca], "/1k", 32, true, headers).await;
             let cpu_us = r.cpu.as_micros() as f64 / r.ops.max(1) as f64;
@@ -1068,11 +1067,7 @@ fn main() {
     // Intercepted HTTPS: sluice terminates and re-originates TLS.
     if only("intercept") {
         let icpt = sluice(&up, "sluice (intercept)", "all", "enforce");
-        let ca_path = icpt._dir.as_ref().unwrap().path().join("state/ca.pem");
-        let ca = {
-            use rustls::pki_types::pem::PemObject;
-            CertificateDer::from_pem_file(&ca_path).unwrap()
-        };
+        let ca = sluice_ca(&icpt);
         let d = direct();
         rt.block_on(async {
             let r = https(&d, &up, vec![up.cert.clone()], "/1k", 32, true).await;

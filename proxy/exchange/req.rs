@@ -73,6 +73,10 @@ impl ReqCtx {
 
     /// The task's secrets, when it has any (SPEC §10).
     pub(crate) fn secrets(&self) -> Option<Arc<crate::secrets::TaskSecrets>> {
+        // Most configs have none: no lookup then.
+        if self.live.secrets.is_empty() {
+            return None;
+        }
         self.live.secrets.get(&self.task.id).cloned()
     }
 

@@ -173,10 +173,7 @@ pub(super) fn guard_head(
     }
     let (conn, ex) = (cx.conn.clone(), cx.ex().clone());
     let watch = Watch::new(move |leak: &Leak, answered: bool| {
-        if leak.quarantine {
-            conn.task.quarantine.enter(&leak.name);
-            conn.task.tunnels.revoke_all();
-        }
+        quarantine_for(&conn.task, leak);
         if answered {
             // The answer's row is written when it ends; this one says the
             // upload was cut and why.
@@ -194,9 +191,15 @@ pub(super) fn guard_head(
 /// secret that says so, quarantines the task and closes its tunnels.
 pub(super) fn leaked(cx: &mut ReqCtx, leak: &Leak) -> Refusal {
     cx.ex_mut().secrets = vec![leak.name.clone()];
-    if leak.quarantine {
-        cx.conn.task.quarantine.enter(&leak.name);
-        cx.conn.task.tunnels.revoke_all();
-    }
+    quarantine_for(&cx.conn.task, leak);
     leak.refusal.clone()
+}
+
+/// For a secret that says so, a leak quarantines its task and closes the
+/// task's opaque tunnels (entering twice is harmless).
+fn quarantine_for(task: &crate::state::TaskRuntime, leak: &Leak) {
+    if leak.quarantine {
+        task.quarantine.enter(&leak.name);
+        task.tunnels.revoke_all();
+    }
 }

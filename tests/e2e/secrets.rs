@@ -120,6 +120,18 @@ impl Setup {
         answer(&curl(&args))
     }
 
+    /// Allows other.example.com on `port` too (a reload); its `host:port`.
+    fn allow_also(&self, port: u16) -> String {
+        let host = format!("other.example.com:{port}");
+        self.s.write_config(
+            &std::fs::read_to_string(&self.s.config)
+                .unwrap()
+                .replace("allow = [", &format!("allow = [\"{host}\", ")),
+        );
+        self.s.wait_reloads_by("file change", 1);
+        host
+    }
+
     fn placeholder(&self) -> String {
         let path = self.s.task_file("t", "placeholders.json");
         let Ok(text) = std::fs::read(&path) else {
@@ -489,13 +501,7 @@ fn a_leak_late_in_a_streamed_upload_is_cut_logged_and_quarantines() {
     });
     let t = setup("quarantine");
     let ph = t.placeholder();
-    let host = format!("other.example.com:{}", up.port);
-    t.s.write_config(
-        &std::fs::read_to_string(&t.s.config)
-            .unwrap()
-            .replace("allow = [", &format!("allow = [\"{host}\", ")),
-    );
-    t.s.wait_reloads_by("file change", 1);
+    let host = t.allow_also(up.port);
     let mut c = std::net::TcpStream::connect(t.s.proxy_addr()).unwrap();
     c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -568,13 +574,7 @@ fn a_body_spelled_out_across_writes_is_read_whole_before_any_of_it_leaves() {
     let up = RawUpstream::start(RawUpstream::record);
     let t = setup("refuse");
     let ph = t.placeholder();
-    let host = format!("other.example.com:{}", up.port);
-    t.s.write_config(
-        &std::fs::read_to_string(&t.s.config)
-            .unwrap()
-            .replace("allow = [", &format!("allow = [\"{host}\", ")),
-    );
-    t.s.wait_reloads_by("file change", 1);
+    let host = t.allow_also(up.port);
     // The placeholder with 40 line breaks after every character: longer
     // than any tail held back, and sent in two writes.
     let spread: String = ph
