@@ -49,6 +49,42 @@ fn body(n: usize) -> Bytes {
     Bytes::from(v)
 }
 
+/// `n` bytes that look random (xorshift, fixed seed): like a compressed
+/// tarball, no host names, every byte value.
+fn random_body(n: usize) -> Bytes {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut v = Vec::with_capacity(n + 8);
+    while v.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(n);
+    Bytes::from(v)
+}
+
+/// About 380 KiB of HTML naming 4,000 distinct hosts (links and prose),
+/// each named about twice: the page a registry or a search result is.
+fn hosts_body() -> Bytes {
+    let mut v = Vec::with_capacity(400 * 1024);
+    let mut i = 0usize;
+    while v.len() < 380 * 1024 {
+        let h = i % 4000;
+        v.extend_from_slice(
+            format!(
+                "<li><a href=\"https://pkg{h}.mirror{}.example.com/dist/pkg-{h}.tgz\">pkg-{h}</a> \
+                 from api{h}.vendor{}.example.net, see docs for details.</li>\n",
+                h % 50,
+                h % 97
+            )
+            .as_bytes(),
+        );
+        i += 1;
+    }
+    Bytes::from(v)
+}
+
 struct Upstreams {
     http: SocketAddr,
     https: SocketAddr,
@@ -71,6 +107,8 @@ fn upstreams() -> Upstreams {
     let small = body(1024);
     let big = body(1024 * 1024);
     let huge = body(16 * 1024 * 1024);
+    let random = random_body(1024 * 1024);
+    let hosts = hosts_body();
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec![HOST.to_string()])
         .unwrap()
@@ -94,12 +132,23 @@ fn upstreams() -> Upstreams {
     });
     let (http_addr, https_addr) = (http.local_addr().unwrap(), https.local_addr().unwrap());
     let svc = move |req: Request<hyper::body::Incoming>| {
-        let b = match req.uri().path() {
-            "/1m" => big.clone(),
-            "/16m" => huge.clone(),
-            _ => small.clone(),
+        // The new bodies say what they are, as a registry would; the
+        // older ones keep the bare answer earlier figures were taken with.
+        let (b, ct) = match req.uri().path() {
+            "/1m" => (big.clone(), None),
+            "/16m" => (huge.clone(), None),
+            "/rand1m" => (random.clone(), Some("application/octet-stream")),
+            "/hosts" => (hosts.clone(), Some("text/html; charset=utf-8")),
+            _ => (small.clone(), None),
         };
-        async move { Ok::<_, hyper::Error>(Response::new(Full::new(b))) }
+        let mut resp = Response::new(Full::new(b));
+        if let Some(ct) = ct {
+            resp.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(ct),
+            );
+        }
+        async move { Ok::<_, hyper::Error>(resp) }
     };
     let svc2 = svc.clone();
     rt.spawn(async move {
@@ -741,9 +790,71 @@ async fn one_request(s: &mut TcpStream, target: SocketAddr) -> std::io::Result<(
     read_response(s, &mut Vec::new()).await.map(|_| ())
 }
 
-/// RSS growth per idle tunnel, opening `n` tunnels (bounded time).
-async fn idle_tunnels(proxy: &Proxy, up: &Upstreams, n: usize, used: bool) -> Option<f64> {
+/// What an idle connection did before it idled.
+#[derive(Clone, Copy, PartialEq)]
+enum Idle {
+    /// A tunnel opened and never used.
+    Unused,
+    /// A tunnel that carried one plain HTTP request (sluice reads it).
+    PlainInside,
+    /// A tunnel that carried one HTTPS request sluice does not intercept
+    /// (opaque bytes, spliced).
+    Opaque,
+    /// A tunnel sluice intercepts, after one HTTPS request (TLS both ways).
+    Intercepted,
+    /// A forward-proxy keep-alive connection after one plain GET.
+    KeepAlive,
+}
+
+/// One idle connection of `kind`, its request answered.
+async fn open_idle(
+    p: &Proxy,
+    up: &Upstreams,
+    kind: Idle,
+    tls: &tokio_rustls::TlsConnector,
+) -> std::io::Result<Box<dyn Send>> {
+    let name = || ServerName::try_from(HOST.to_string()).unwrap();
+    let req = |port: u16| format!("GET /1k HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n");
+    Ok(match kind {
+        Idle::Unused => Box::new(open(p, up.http).await?),
+        Idle::PlainInside => {
+            let mut s = open(p, up.http).await?;
+            one_request(&mut s, up.http).await?;
+            Box::new(s)
+        }
+        Idle::Opaque | Idle::Intercepted => {
+            let mut s = tls.connect(name(), open(p, up.https).await?).await?;
+            s.write_all(req(up.https.port()).as_bytes()).await?;
+            read_response(&mut s, &mut Vec::new()).await?;
+            Box::new(s)
+        }
+        Idle::KeepAlive => {
+            let mut s = TcpStream::connect(p.addr.unwrap()).await?;
+            s.set_nodelay(true)?;
+            let port = up.http.port();
+            let h = &p.host;
+            let r = format!("GET http://{h}:{port}/1k HTTP/1.1\r\nHost: {h}:{port}\r\n\r\n");
+            s.write_all(r.as_bytes()).await?;
+            read_response(&mut s, &mut Vec::new()).await?;
+            Box::new(s)
+        }
+    })
+}
+
+/// RSS growth per idle connection of `kind`, opening `n` (bounded time).
+/// `roots`: what the client trusts for the TLS kinds.
+async fn idle_tunnels(
+    proxy: &Proxy,
+    up: &Upstreams,
+    n: usize,
+    kind: Idle,
+    roots: Vec<CertificateDer<'static>>,
+) -> Option<f64> {
     let pid = proxy.pid()?;
+    let tls = tls_client(roots);
+    // One connection first, unmeasured: a fresh sluice mints its leaf and
+    // builds its TLS configs on the first intercepted connection.
+    let warm = open_idle(proxy, up, kind, &tls).await.ok()?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = rss_kib(pid);
     let mut held = Vec::with_capacity(n);
@@ -752,14 +863,7 @@ async fn idle_tunnels(proxy: &Proxy, up: &Upstreams, n: usize, used: bool) -> Op
     for chunk in 0..n.div_ceil(200) {
         let mut set = Vec::new();
         for _ in 0..200.min(n - chunk * 200) {
-            let p2 = &p2;
-            set.push(async move {
-                let mut s = open(p2, up.http).await?;
-                if used {
-                    one_request(&mut s, up.http).await?;
-                }
-                Ok::<_, std::io::Error>(s)
-            });
+            set.push(open_idle(&p2, up, kind, &tls));
         }
         // Bounded: a proxy that stops answering (out of descriptors, say)
         // ends the scenario instead of hanging it.
@@ -782,9 +886,12 @@ async fn idle_tunnels(proxy: &Proxy, up: &Upstreams, n: usize, used: bool) -> Op
             }
         }
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // What an idle connection settles to: sluice parks idle connections
+    // after a quiet moment.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let after = rss_kib(pid);
     drop(held);
+    drop(warm);
     Some((after.saturating_sub(before)) as f64 / n as f64)
 }
 
@@ -950,7 +1057,8 @@ fn cpu_per(p: &Proxy, r: &Run, n: f64) -> String {
 }
 
 /// `BENCH_ONLY=connect,taint` runs just those scenarios (keepalive,
-/// connect, tlsconnect, churn, passthrough, intercept, secrets, taint, idle, held, stall);
+/// connect, tlsconnect, churn, passthrough, intercept, bulk, secrets, taint, idle, held,
+/// stall);
 /// unset runs all.
 fn only(scenario: &str) -> bool {
     match std::env::var("BENCH_ONLY") {
@@ -1010,17 +1118,19 @@ fn main() {
                 ),
             );
         }
-        for p in proxies.iter().filter(|_| only("connect")) {
-            eprintln!("CONNECT: {}", p.name);
-            let r = keepalive_http(p, &up, "/1m", 4, true).await;
-            let mib = r.bytes as f64 / 1048576.0;
-            table.add(
-                "CONNECT 1 MiB ×4 (plain HTTP inside)",
-                &p.name,
-                "MB/s",
-                r.mbps(),
-                format!("{} CPU µs/MiB, {} errors", cpu_per(p, &r, mib), r.errors),
-            );
+        for (path, what) in [("/1m", "text"), ("/rand1m", "random bytes")] {
+            for p in proxies.iter().filter(|_| only("connect")) {
+                eprintln!("CONNECT, {what}: {}", p.name);
+                let r = keepalive_http(p, &up, path, 4, true).await;
+                let mib = r.bytes as f64 / 1048576.0;
+                table.add(
+                    &format!("CONNECT 1 MiB ×4 (plain HTTP inside, {what})"),
+                    &p.name,
+                    "MB/s",
+                    r.mbps(),
+                    format!("{} CPU µs/MiB, {} errors", cpu_per(p, &r, mib), r.errors),
+                );
+            }
         }
         // The same downloads over TLS: an opaque tunnel, which sluice
         // splices without reading (the relay's own cost).
@@ -1107,6 +1217,41 @@ fn main() {
         });
     }
 
+    // The default path's bulk: keep-alive HTTPS, TLS both ways, every
+    // body scanned.
+    if only("bulk") {
+        let icpt = sluice(&up, "sluice (intercept)", "all", "enforce");
+        let ca = sluice_ca(&icpt);
+        let d = direct();
+        rt.block_on(async {
+            for (path, what) in [
+                ("/rand1m", "1 MiB random bytes"),
+                ("/hosts", "380 KiB HTML naming 4,000 hosts"),
+            ] {
+                for p in [&d, &icpt] {
+                    let roots = if p.addr.is_some() {
+                        ca.clone()
+                    } else {
+                        up.cert.clone()
+                    };
+                    let r = https(p, &up, vec![roots], path, 4, true).await;
+                    let mib = r.bytes as f64 / 1048576.0;
+                    table.add(
+                        &format!("HTTPS keep-alive ×4, {what}"),
+                        if p.addr.is_some() {
+                            "sluice (intercept)"
+                        } else {
+                            "direct"
+                        },
+                        "MB/s",
+                        r.mbps(),
+                        format!("{} CPU µs/MiB, {} errors", cpu_per(p, &r, mib), r.errors),
+                    );
+                }
+            }
+        });
+    }
+
     // Secrets: the same intercepted keep-alive GETs, by a task with a
     // secret, with and without its placeholder swapped into each request.
     if only("secrets") {
@@ -1142,31 +1287,61 @@ fn main() {
     // Each count gets fresh proxy processes: memory a process already
     // holds from an earlier run would be reused and hide the growth.
     drop(proxies);
-    let idle_runs = [(2000usize, false), (8000, false), (2000, true)];
-    for (n, used) in idle_runs.into_iter().filter(|_| only("idle")) {
-        let scenario = if used {
-            format!("idle tunnels ×{n}, after one request each")
+    let idle_runs = [
+        (2000usize, Idle::Unused, "idle tunnels ×2000"),
+        (8000, Idle::Unused, "idle tunnels ×8000"),
+        (
+            2000,
+            Idle::PlainInside,
+            "idle tunnels ×2000, after one plain HTTP request each",
+        ),
+        (
+            2000,
+            Idle::Opaque,
+            "idle tunnels ×2000, after one HTTPS request each (opaque)",
+        ),
+        (
+            2000,
+            Idle::Intercepted,
+            "idle tunnels ×2000, after one HTTPS request each (intercepted)",
+        ),
+        (
+            2000,
+            Idle::KeepAlive,
+            "idle keep-alive connections ×2000, after one GET each",
+        ),
+    ];
+    for (n, kind, scenario) in idle_runs.into_iter().filter(|_| only("idle")) {
+        let fresh: Vec<Proxy> = if kind == Idle::Intercepted {
+            vec![sluice(&up, "sluice", "all", "enforce")]
         } else {
-            format!("idle tunnels ×{n}")
+            [
+                Some(sluice(&up, "sluice", "none", "enforce")),
+                squid(),
+                tinyproxy(),
+            ]
+            .into_iter()
+            .flatten()
+            .collect()
         };
-        let fresh: Vec<Proxy> = [
-            Some(sluice(&up, "sluice", "none", "enforce")),
-            squid(),
-            tinyproxy(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
         for p in &fresh {
-            let r = rt.block_on(idle_tunnels(p, &up, n, used));
+            let roots = match kind {
+                Idle::Intercepted => vec![sluice_ca(p)],
+                _ => vec![up.cert.clone()],
+            };
+            let r = rt.block_on(idle_tunnels(p, &up, n, kind, roots));
             match r {
-                Some(kib) => {
-                    table.add(&scenario, &p.name, "KiB RSS per tunnel", kib, String::new())
-                }
-                None => table.add(
-                    &scenario,
+                Some(kib) => table.add(
+                    scenario,
                     &p.name,
-                    "KiB RSS per tunnel",
+                    "KiB RSS per connection",
+                    kib,
+                    String::new(),
+                ),
+                None => table.add(
+                    scenario,
+                    &p.name,
+                    "KiB RSS per connection",
                     f64::NAN,
                     "could not open them all".into(),
                 ),

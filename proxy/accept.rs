@@ -104,6 +104,7 @@ async fn run(
             task: task.clone(),
             client,
             slot: ConnSlot::new(permit, task.metrics.connections_active.clone()),
+            memo: std::sync::Mutex::new(None),
         });
         shared
             .tracker

@@ -18,6 +18,7 @@ use crate::log::Kind;
 use crate::policy::{Refusal, Rule, Verdict};
 use crate::respond::{self, ProxyBody};
 use crate::state::{Shared, TaskRuntime};
+use crate::taint::scan::memo::{Memo, MemoKey, Seen};
 use crate::tunnel::RawLine;
 
 /// Who is on the other end of a connection.
@@ -35,6 +36,10 @@ pub(crate) struct ConnCtx {
     /// last of them ends (SPEC §9: caps hold for a connection's whole life).
     #[allow(dead_code)] // held for its Drop: the slot is the point
     pub(crate) slot: ConnSlot,
+    /// The tokens this connection's responses judged, for the next
+    /// response to skip (`taint::scan::memo`). Taken by a response while
+    /// it is scanned; locked once per response, never per token.
+    pub(crate) memo: std::sync::Mutex<Option<Memo>>,
 }
 
 /// A held connection slot: the cap's permit and the active-connections
@@ -128,6 +133,46 @@ impl ConnCtx {
             now: self.shared.clone(),
         };
         crate::taint::Recorder::new(sink, task.clone(), source, served_by)
+    }
+
+    /// The memo for a response served by `served_by`: the connection's,
+    /// if what it learned still holds (same config generation, no taint
+    /// removed since, the same host serving), else a fresh one.
+    pub(crate) fn memo(&self, served_by: &Arc<str>) -> Arc<Memo> {
+        let key = self.memo_key(served_by.clone());
+        let kept = self.memo.lock().ok().and_then(|mut m| m.take());
+        Arc::new(
+            kept.filter(|m| m.key == key)
+                .unwrap_or_else(|| Memo::new(key)),
+        )
+    }
+
+    fn memo_key(&self, served_by: Arc<str>) -> MemoKey {
+        MemoKey {
+            generation: self.shared.snapshot().generation,
+            epoch: self.task.taint.epoch(),
+            served_by,
+        }
+    }
+
+    /// Keeps `memo` with what a response `learned`, once every name the
+    /// response gave was recorded — unless the config or the taint set
+    /// changed meanwhile (then its knowledge may be stale: dropped).
+    pub(crate) fn keep_memo(&self, memo: Arc<Memo>, learned: Vec<Seen>) {
+        let Ok(mut memo) = Arc::try_unwrap(memo) else {
+            return;
+        };
+        if memo.key != self.memo_key(memo.key.served_by.clone()) {
+            return;
+        }
+        memo.learn(learned);
+        if let Ok(mut slot) = self.memo.lock() {
+            // A response scanned beside this one (HTTP/2) may have put its
+            // own back: the larger one stays.
+            if slot.as_ref().is_none_or(|m| m.len() <= memo.len()) {
+                *slot = Some(memo);
+            }
+        }
     }
 
     /// The task config this connection belongs to, in this snapshot.

@@ -14,6 +14,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use crate::config::TaskConfig;
 use crate::exchange::Row;
 use crate::taint::body::BodyScanner;
+use crate::taint::scan::memo::Memo;
 use crate::taint::Recorder;
 
 use crate::upstream::{Pool, PoolKey, Sender};
@@ -87,6 +88,8 @@ pub(super) struct Scan {
     /// Where what it names goes: the task's taint set, with the response's
     /// URL (without its query) as the provenance.
     pub(super) record: Recorder,
+    /// The connection's memo this response skips by and adds to.
+    pub(super) memo: Option<(Arc<crate::exchange::ConnCtx>, Arc<Memo>)>,
 }
 
 /// A response body relayed to the client: scans it for host names before
@@ -218,6 +221,13 @@ impl<B: Body> RelayBody<B> {
             scan.record.done();
             if let Some(why) = skipped {
                 tracing::warn!(source = %scan.record.source(), "taint scan: {why}");
+            }
+            // Every name it gave is recorded: what it judged may be
+            // skipped by the connection's next response.
+            let learned = scan.body.learned();
+            if let Some((conn, memo)) = scan.memo.take() {
+                drop(scan);
+                conn.keep_memo(memo, learned);
             }
         }
         if let Some(mut f) = self.finish.take() {

@@ -142,6 +142,7 @@ fn scan_for(
         .get::<hyper::ext::ReasonPhrase>()
         .map(hyper::ext::ReasonPhrase::as_bytes);
     let named = scan_headers(&rparts.headers, reason, owners.clone());
+    let memo = cx.conn.memo(&served_by);
     let mut record = cx.conn.recorder(task, source, served_by);
     if !named.is_empty() {
         record.add(named, Vec::new());
@@ -150,9 +151,13 @@ fn scan_for(
         task: cx.conn.task.decoder_memory.clone(),
         total: cx.conn.shared.decoder_memory.clone(),
     };
+    let mut body =
+        body_scanner(&rparts.headers, task.taint.max_scan_bytes, owners).with_memory(memory);
+    body.with_memo(&memo);
     Some(Scan {
-        body: body_scanner(&rparts.headers, task.taint.max_scan_bytes, owners).with_memory(memory),
+        body,
         task: task.clone(),
         record,
+        memo: Some((cx.conn.clone(), memo)),
     })
 }

@@ -13,7 +13,7 @@
 //! (`github.com/acme`), as `policy::names::TaintKey` displays them.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -95,6 +95,9 @@ pub(crate) struct TaintStore {
     pending: DashMap<String, (usize, Provenance)>,
     count: AtomicUsize,
     overflow: AtomicBool,
+    /// Bumped by every removal: what a connection's memo learned holds
+    /// only while it stays the same (`scan::memo`).
+    epoch: AtomicU64,
 }
 
 fn key_string(host: &str, owner: Option<&str>) -> String {
@@ -113,6 +116,7 @@ impl TaintStore {
             pending: DashMap::new(),
             count: AtomicUsize::new(0),
             overflow: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
         }
     }
 
@@ -170,6 +174,7 @@ impl TaintStore {
     /// Removes a key; its provenance if it was there.
     fn take(&self, key: &str) -> Option<Provenance> {
         let (_, p) = self.keys.remove(key)?;
+        self.epoch.fetch_add(1, Ordering::AcqRel);
         if let Some((root, _)) = key.split_once('/') {
             let mut gone = false;
             if let Some(mut n) = self.owners.get_mut(root) {
@@ -396,6 +401,11 @@ impl TaintStore {
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
+    }
+
+    /// How many removals the set has seen.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -384,3 +384,86 @@ fn a_flood_of_distinct_hosts_stays_bounded_and_fails_closed() {
     );
     assert_eq!(up.requests_to("other.example.com"), 1);
 }
+
+/// One response read from a keep-alive connection (Content-Length framed).
+fn read_one(c: &mut std::net::TcpStream) -> (u16, Vec<u8>) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "the connection closed before a whole head");
+        got.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&got[..head_end]).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    while got.len() < head_end + len {
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "the connection closed inside a body");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let status = head[9..12].parse().unwrap();
+    (status, got[head_end..head_end + len].to_vec())
+}
+
+/// A page read again on the same keep-alive connection after a person
+/// removed the taint it gave taints again: what a connection remembers of
+/// the names its responses judged (so a page fetched again costs almost
+/// nothing to scan) does not outlive a removal.
+#[test]
+fn a_page_read_again_on_one_connection_after_an_untaint_taints_again() {
+    let up = upstream();
+    let dns = FakeDns::start();
+    let s = builder(&dns, &up).admin().start();
+    let p = up.port();
+    let paste = format!("http://paste.example.com:{p}/new");
+    let mut c = std::net::TcpStream::connect(s.proxy_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let get = format!(
+        "GET http://docs.example.com:{p}/readme HTTP/1.1\r\nHost: docs.example.com:{p}\r\n\r\n"
+    );
+    for round in 0..3 {
+        c.write_all(get.as_bytes()).unwrap();
+        assert_eq!(read_one(&mut c), (200, PAGE.as_bytes().to_vec()));
+        // Tainted (again): the taint line is written, a POST refused.
+        let lines = s.taint_log("t", 2 * round + 1);
+        assert_eq!(lines[2 * round]["host"], "paste.example.com", "{lines:?}");
+        assert_refused(
+            &via(&s, &paste, &["--data-binary", "x"]),
+            403,
+            "untrusted-target",
+        );
+        let out = curl(&[
+            "-s",
+            "-w",
+            "\n%{http_code}",
+            &format!("http://{}/tasks/t/untaint", s.admin()),
+            "--data",
+            "paste.example.com",
+        ]);
+        assert!(String::from_utf8_lossy(&out.stdout).ends_with("\n200"));
+        s.taint_log("t", 2 * round + 2);
+        assert_eq!(via(&s, &paste, &["--data-binary", "x"]).status, 200);
+    }
+    assert_eq!(
+        up.requests_to("paste.example.com"),
+        3,
+        "only the allowed POSTs"
+    );
+    // All three pages came over the one connection.
+    let rows: Vec<_> = s
+        .access_log("t", 9)
+        .into_iter()
+        .filter(|r| r["host"] == "docs.example.com")
+        .collect();
+    assert_eq!(rows.len(), 3);
+    assert!(
+        rows.iter().all(|r| r["conn"] == rows[0]["conn"]),
+        "{rows:?}"
+    );
+}

@@ -73,6 +73,7 @@ mod tests;
 
 use std::sync::Arc;
 
+use super::scan::memo::{Memo, Seen};
 use super::scan::{Named, Scanner};
 pub use archive::starts_binary;
 use archive::Content;
@@ -145,12 +146,18 @@ pub(super) struct Sink {
     /// A second reading of the body: a layer that fails ends it (the first
     /// reading scans the raw bytes).
     quiet: bool,
+    /// The connection's memo every stream's scanner skips by, and what
+    /// the streams that ended judged (`scan::memo`).
+    memo: Option<Arc<Memo>>,
+    learned: Vec<Seen>,
 }
 
 impl Sink {
     fn new(limit: u64, body_charset: Charset, owners: OwnerHosts) -> Sink {
         Sink {
             quiet: false,
+            memo: None,
+            learned: Vec::new(),
             memory: None,
             scanner: scanner_for(body_charset, &owners),
             body_charset,
@@ -179,7 +186,8 @@ impl Sink {
     /// a new one: a name never joins across two members or a fallback.
     fn restart(&mut self, charset: Charset) {
         self.end();
-        self.scanner = scanner_for(charset, &self.owners);
+        self.learned.push(self.scanner.take_seen());
+        self.scanner = scanner_for(charset, &self.owners).with_memo(self.memo.clone());
     }
 
     /// The current stream is binary content: only URL-context names in it
@@ -440,6 +448,28 @@ impl BodyScanner {
             found.extend(alt.finish().0);
         }
         (found, self.sink.skipped.clone())
+    }
+
+    /// Skips, in every reading, the tokens `memo` holds (a connection's
+    /// earlier responses judged them and their names are recorded).
+    pub(crate) fn with_memo(&mut self, memo: &Arc<Memo>) {
+        self.sink.memo = Some(memo.clone());
+        let scanner = std::mem::take(&mut self.sink.scanner);
+        self.sink.scanner = scanner.with_memo(Some(memo.clone()));
+        for alt in &mut self.alts {
+            alt.with_memo(memo);
+        }
+    }
+
+    /// What every reading judged (after [`BodyScanner::finish`]: its names
+    /// were all handed out), for the connection's memo.
+    pub(crate) fn learned(&mut self) -> Vec<Seen> {
+        let mut out = std::mem::take(&mut self.sink.learned);
+        out.push(self.sink.scanner.take_seen());
+        for alt in &mut self.alts {
+            out.extend(alt.learned());
+        }
+        out
     }
 
     /// Decoded bytes scanned as text so far.

@@ -44,11 +44,13 @@ impl Scanner {
         // The key: the token and everything its judgement depends on: its
         // context, whether base64 goes on after it (which drops a
         // URL-context single label), and the bytes around it.
-        tok.buf
-            .push(u8::from(url) | u8::from(base64_goes_on(term)) << 1);
+        tok.buf.push(
+            u8::from(url) | u8::from(base64_goes_on(term)) << 1 | u8::from(self.urls_only) << 2,
+        );
         tok.buf.push(tok.before);
         tok.buf.push(term);
-        let known = self.seen.contains(&tok.buf);
+        let known = self.seen.contains(&tok.buf)
+            || self.memo.as_ref().is_some_and(|m| m.contains(&tok.buf));
         if !known && self.seen.len() < SEEN_MAX {
             self.seen.insert(tok.buf.clone());
         }

@@ -104,6 +104,7 @@ mod entities;
 mod escape;
 mod fast;
 mod judge;
+pub(crate) mod memo;
 mod pad;
 mod path;
 mod token;
@@ -190,6 +191,9 @@ pub struct Scanner {
     /// Tokens already judged in this stream (bounded): a page names the
     /// same hosts again and again, and each is judged once.
     seen: HashSet<Vec<u8>, foldhash::fast::RandomState>,
+    /// Tokens the connection's earlier responses judged (their names are
+    /// in the taint set): skipped like `seen`'s.
+    memo: Option<Arc<memo::Memo>>,
     /// Whether plain ASCII goes through the 64-byte fast path (`fast.rs`);
     /// off only to compare the two paths.
     fast_path: bool,
@@ -227,6 +231,7 @@ impl Scanner {
             tok: Token::default(),
             prev: Prev::default(),
             seen: HashSet::default(),
+            memo: None,
             fast_path: true,
             owners: None,
             cap: None,
@@ -240,6 +245,18 @@ impl Scanner {
     pub fn with_owner_hosts(mut self, hosts: Option<Arc<[Box<str>]>>) -> Self {
         self.owners = hosts.filter(|h| !h.is_empty());
         self
+    }
+
+    /// Skips tokens `memo` holds (see `memo.rs`).
+    pub(crate) fn with_memo(mut self, memo: Option<Arc<memo::Memo>>) -> Self {
+        self.memo = memo;
+        self
+    }
+
+    /// The tokens this stream judged (not those its memo held), for the
+    /// connection's memo; the stream forgets them.
+    pub(crate) fn take_seen(&mut self) -> memo::Seen {
+        std::mem::take(&mut self.seen)
     }
 
     /// The text is the printable strings of binary content (an
