@@ -858,11 +858,19 @@ async fn idle_tunnels(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = rss_kib(pid);
     let mut held = Vec::with_capacity(n);
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(90);
     let p2 = proxy.handle();
-    for chunk in 0..n.div_ceil(200) {
+    // Used connections arrive in batches of 500, each left quiet for a
+    // moment before the next: connections that pile up over a mission,
+    // not all in one burst (sluice parks a quiet connection, and the next
+    // batch reuses what the parked ones gave back).
+    let (batch, settle) = match kind {
+        Idle::Unused => (200, Duration::ZERO),
+        _ => (500, Duration::from_millis(2500)),
+    };
+    for chunk in 0..n.div_ceil(batch) {
         let mut set = Vec::new();
-        for _ in 0..200.min(n - chunk * 200) {
+        for _ in 0..batch.min(n - chunk * batch) {
             set.push(open_idle(&p2, up, kind, &tls));
         }
         // Bounded: a proxy that stops answering (out of descriptors, say)
@@ -885,10 +893,9 @@ async fn idle_tunnels(
                 }
             }
         }
+        tokio::time::sleep(settle).await;
     }
-    // What an idle connection settles to: sluice parks idle connections
-    // after a quiet moment.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let after = rss_kib(pid);
     drop(held);
     drop(warm);

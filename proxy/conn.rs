@@ -22,6 +22,7 @@ use crate::log::Kind;
 use crate::policy::{self, target::parse_authority, Refusal, Rule, Target};
 use crate::respond::{self, ProxyBody};
 use crate::state::Live;
+use crate::tunnel::park::{self, Ended, PARK_AFTER};
 use crate::tunnel::{ClientIo, GuardState, Io};
 
 /// Serves HTTP/1.1 on one client connection until it closes.
@@ -31,34 +32,56 @@ use crate::tunnel::{ClientIo, GuardState, Io};
 /// for a request's future as soon as it starts, so a connection that has
 /// sent nothing or half a head (a slowloris client, a pool's spare
 /// connection) holds only a few hundred bytes until its head is whole.
-/// The header timeout and shutdown apply to this wait as to hyper's.
+/// The header timeout and shutdown apply to this wait as to hyper's. A
+/// keep-alive connection that goes quiet between requests is parked
+/// (`tunnel::park`) and waits here again, hyper's memory given back.
 pub(crate) async fn serve(mut stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
-    let limits = ctx.shared.snapshot().limits.clone();
     let shutdown = ctx.shared.shutdown.clone();
-    let wait = tokio::time::timeout(
-        limits.header_timeout,
-        crate::tunnel::first_head(&mut stream, limits.max_header_bytes),
-    );
-    let first = tokio::select! {
-        r = wait => match r {
-            Ok(Ok(first)) if !first.is_empty() => first,
-            // Closed before a byte, a read error, or no whole head in
-            // time: closed without a word, as hyper closes them.
-            _ => return,
-        },
-        _ = shutdown.cancelled() => return,
-    };
-    Box::pin(serve_http(stream, first, ctx, limits, shutdown)).await;
+    let mut carried = Vec::new();
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        let limits = ctx.shared.snapshot().limits.clone();
+        // A parked connection has been waiting for its next head since it
+        // went quiet, as hyper's timeout would have counted.
+        let parked = (!waited.is_zero()).then(park::Parked::new);
+        let wait = tokio::time::timeout(
+            limits.header_timeout.saturating_sub(waited),
+            crate::tunnel::first_head(&mut stream, carried, limits.max_header_bytes),
+        );
+        let first = tokio::select! {
+            r = wait => match r {
+                Ok(Ok(first)) if !first.is_empty() => first,
+                // Closed before a byte, a read error, or no whole head in
+                // time: closed without a word, as hyper closes them.
+                _ => return,
+            },
+            _ = shutdown.cancelled() => return,
+        };
+        drop(parked);
+        match Box::pin(serve_http(
+            stream,
+            first,
+            ctx.clone(),
+            limits,
+            shutdown.clone(),
+        ))
+        .await
+        {
+            Some((parked, read)) => (stream, carried, waited) = (parked, read, PARK_AFTER),
+            None => return,
+        }
+    }
 }
 
-/// hyper's side of a connection, from its first head on.
+/// hyper's side of a connection, from a head on; the stream and the bytes
+/// hyper had read when it is parked.
 async fn serve_http(
     stream: Box<dyn Io>,
     first: Vec<u8>,
     ctx: Arc<ConnCtx>,
     limits: crate::config::Limits,
     shutdown: tokio_util::sync::CancellationToken,
-) {
+) -> Option<(Box<dyn Io>, Vec<u8>)> {
     let guard = Arc::new(GuardState::default());
     let stream = crate::tunnel::client_stack(
         stream,
@@ -70,14 +93,18 @@ async fn serve_http(
     let svc_ctx = ctx.clone();
     let svc_guard = guard.clone();
     let service = service_fn(move |req| {
-        svc_guard.served();
+        let in_flight = svc_guard.request();
         let ctx = svc_ctx.clone();
         // Boxed: hyper sets aside room for one in-flight request future
         // per connection from its first byte on, and a request's future
         // (forwarding, tunnels, interception) is large. A connection that
         // has sent nothing or half a head holds only this pointer
         // (BENCHMARKS.md, partial request heads).
-        Box::pin(async move { Ok::<_, Infallible>(handle(ctx, req).await) })
+        Box::pin(async move {
+            let response = handle(ctx, req).await;
+            drop(in_flight);
+            Ok::<_, Infallible>(response)
+        })
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -86,17 +113,10 @@ async fn serve_http(
         .max_buf_size(limits.max_header_bytes.max(8192))
         .keep_alive(true);
     let conn = builder.serve_connection(stream, service).with_upgrades();
-    tokio::pin!(conn);
-    let result = async {
-        tokio::select! {
-            r = conn.as_mut() => r,
-            _ = shutdown.cancelled() => {
-                conn.as_mut().graceful_shutdown();
-                conn.await
-            }
-        }
-    }
-    .await;
+    let result = match park::serve(conn, &guard, shutdown.cancelled(), true).await {
+        Ended::Parked(stream, read) => return Some((stream, read)),
+        Ended::Done(r) => r,
+    };
     if let Err(e) = result {
         if e.is_parse() || e.is_parse_too_large() {
             ctx.record_unparsable(guard.refused(), &e);
@@ -104,6 +124,7 @@ async fn serve_http(
             tracing::debug!(error = %e, "client connection ended with an error");
         }
     }
+    None
 }
 
 async fn handle(ctx: Arc<ConnCtx>, req: Request<Incoming>) -> Response<ProxyBody> {

@@ -58,6 +58,9 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
 }
 
+/// Connections parked now (`tunnel::park`), of every task.
+pub(crate) static PARKED: std::sync::LazyLock<Gauge> = std::sync::LazyLock::new(Gauge::default);
+
 pub(crate) struct Metrics {
     registry: Registry,
     pub(crate) decisions: Family<DecisionLabels, Counter>,
@@ -178,6 +181,11 @@ impl Metrics {
             "sluice_console_lines_dropped",
             "sluice's own log lines and stdout rows dropped: the reader fell behind or went away",
             crate::console::DROPPED.clone(),
+        );
+        registry.register(
+            "sluice_parked_connections",
+            "HTTP/1 connections parked: quiet between requests, waiting on their socket alone with hyper's buffers given back",
+            PARKED.clone(),
         );
         registry.register(
             "sluice_upstream_connect_seconds",

@@ -23,9 +23,12 @@ use crate::log::Kind;
 use crate::policy::target::parse_authority;
 use crate::policy::{self, Target};
 use crate::respond::ProxyBody;
+use crate::tunnel::park::{self, Ended};
 use crate::tunnel::{self, RelayBytes};
 use crate::tunnel::{GuardState, HeadGuard};
 use crate::upstream::Spare;
+use hyper::server::conn::http1::UpgradeableConnection;
+use hyper::service::Service;
 
 /// How the client speaks inside the tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +98,9 @@ impl Session {
                 Served::Done
             }
             Scheme::Https => {
-                let tls = match self.handshake(io, limits).await {
+                // Boxed: the handshake's state is large, and the session
+                // outlives it by hours.
+                let tls = match Box::pin(self.handshake(io, limits)).await {
                     Ok(tls) => tls,
                     Err(served) => return served,
                 };
@@ -145,56 +150,74 @@ impl Session {
         tokio::pin!(idle);
         let ctx = self.ctx.clone();
         let session = Arc::new(self);
-        // A request line hyper rejects gets sluice's answer and a log row,
-        // as on a client connection (HTTP/1 only; h2 answers in-protocol).
-        let guard = Arc::new(GuardState::default());
-        let served = guard.clone();
-        let service = service_fn(move |req: Request<Incoming>| {
-            served.served();
-            let session = session.clone();
-            // Boxed for the reason `conn::serve` gives.
-            Box::pin(async move { Ok::<_, Infallible>(session.request(req).await) })
-        });
         // Revoked by a reload that no longer allows the destination, or
         // idle: close at once. On SIGTERM a tunnel, like an opaque one,
         // keeps serving until its client closes it or the drain period
         // ends (`revoked` is a child of the hard stop).
-        let r = if h2 {
-            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                .timer(TokioTimer::new())
-                .serve_connection(TokioIo::new(io), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => r,
-                _ = revoked.cancelled() => Ok(()),
-                _ = &mut idle => Ok(()),
-            }
-        } else {
-            let io = HeadGuard::new(
-                io,
-                guard.clone(),
-                ctx.task.id.clone(),
-                limits.max_header_bytes,
+        if h2 {
+            let service = service_fn(move |req: Request<Incoming>| {
+                let session = session.clone();
+                // Boxed for the reason `conn::serve` gives.
+                Box::pin(async move { Ok::<_, Infallible>(session.request(req).await) })
+            });
+            // Boxed: an HTTP/2 connection's state is large, and inline it
+            // would size every session's future, HTTP/1 ones too.
+            let mut conn = Box::pin(
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .timer(TokioTimer::new())
+                    .serve_connection(TokioIo::new(io), service),
             );
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .max_buf_size(limits.max_header_bytes.max(8192))
-                .serve_connection(TokioIo::new(io), service)
-                .with_upgrades();
-            tokio::pin!(conn);
-            tokio::select! {
+            let r = tokio::select! {
                 r = conn.as_mut() => r,
                 _ = revoked.cancelled() => Ok(()),
                 _ = &mut idle => Ok(()),
+            };
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection inside a tunnel ended with an error");
             }
-        };
-        match r {
-            Err(e) if e.is_parse() || e.is_parse_too_large() => {
-                ctx.record_unparsable(guard.refused(), &e)
-            }
-            Err(e) => tracing::debug!(error = %e, "connection inside a tunnel ended with an error"),
-            Ok(()) => {}
+            return;
+        }
+        // HTTP/1: served until it ends, parked whenever it goes quiet
+        // (`tunnel::park`), and served again from its next head.
+        let (mut io, mut first) = (io, Vec::new());
+        loop {
+            let guard = Arc::new(GuardState::default());
+            let r = {
+                let stop = async {
+                    tokio::select! {
+                        _ = revoked.cancelled() => {}
+                        _ = &mut idle => {}
+                    }
+                };
+                let conn = http1(&session, &guard, io, first, limits);
+                Box::pin(park::serve(conn, &guard, stop, false)).await
+            };
+            let (parked, read) = match r {
+                Ended::Parked(parked, read) => (parked, read),
+                // A request line hyper rejects gets sluice's answer and a
+                // log row, as on a client connection.
+                Ended::Done(Err(e)) if e.is_parse() || e.is_parse_too_large() => {
+                    return ctx.record_unparsable(guard.refused(), &e);
+                }
+                Ended::Done(Err(e)) => {
+                    return tracing::debug!(error = %e, "connection inside a tunnel ended with an error");
+                }
+                Ended::Done(Ok(())) => return,
+            };
+            io = parked;
+            let _parked = park::Parked::new();
+            let wait = tokio::time::timeout(
+                limits.header_timeout.saturating_sub(park::PARK_AFTER),
+                tunnel::first_head(&mut io, read, limits.max_header_bytes),
+            );
+            first = tokio::select! {
+                r = wait => match r {
+                    Ok(Ok(head)) if !head.is_empty() => head,
+                    _ => return,
+                },
+                _ = revoked.cancelled() => return,
+                _ = &mut idle => return,
+            };
         }
     }
 
@@ -248,4 +271,51 @@ impl Session {
         };
         forward::relay(cx, target, host_header, origin, req).await
     }
+}
+
+/// A request's future inside a tunnel, boxed for the reason
+/// `conn::serve` gives.
+type RequestFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response<ProxyBody>, Infallible>> + Send>,
+>;
+
+/// hyper's HTTP/1 connection for a tunnel's inside, `first` (bytes read
+/// while it was parked) replayed before the stream.
+fn http1<IO>(
+    session: &Arc<Session>,
+    guard: &Arc<GuardState>,
+    io: IO,
+    first: Vec<u8>,
+    limits: &Limits,
+) -> UpgradeableConnection<
+    TokioIo<HeadGuard<IO>>,
+    impl Service<
+            Request<Incoming>,
+            Response = Response<ProxyBody>,
+            Error = Infallible,
+            Future = RequestFuture,
+        > + Send
+        + Unpin,
+>
+where
+    IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let task = session.ctx.task.id.clone();
+    let (session, served) = (session.clone(), guard.clone());
+    let service = service_fn(move |req: Request<Incoming>| -> RequestFuture {
+        let in_flight = served.request();
+        let session = session.clone();
+        Box::pin(async move {
+            let response = session.request(req).await;
+            drop(in_flight);
+            Ok::<_, Infallible>(response)
+        })
+    });
+    let io = HeadGuard::new(io, guard.clone(), task, limits.max_header_bytes).replaying(first);
+    hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192))
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades()
 }

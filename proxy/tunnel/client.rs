@@ -43,16 +43,25 @@ pub(crate) fn client_stack(
 
 /// Reads until the first head is complete, cannot be a head (so hyper
 /// refuses it at once, as before), passes `limit` bytes, or the stream
-/// ends; returns the bytes read.
+/// ends; returns the bytes read, after `carried` (bytes read before: a
+/// parked connection's, `park.rs`).
 ///
 /// The head is parsed again only after the first read and after reads
 /// that bring a line end (a head is only ever completed by one): a client
 /// trickling one byte at a time cannot make sluice re-parse up to
 /// `limit` bytes per byte it sends. Lines are few before hyper's parser
 /// gives up (at most 100 headers).
-pub(crate) async fn first_head(stream: &mut Box<dyn Io>, limit: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) async fn first_head<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    carried: Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Vec<u8>> {
     use tokio::io::AsyncReadExt;
-    let mut head = Vec::with_capacity(256);
+    if !carried.is_empty() && (carried.len() > limit || !partial_head(&carried)) {
+        return Ok(carried);
+    }
+    let mut head = carried;
+    head.reserve(256);
     loop {
         if head.len() == head.capacity() {
             head.reserve(head.len());

@@ -11,7 +11,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -26,6 +26,15 @@ pub(crate) struct GuardState {
     served: AtomicBool,
     /// The raw request line of an unparsable first request, once answered.
     answered: Mutex<Option<RawLine>>,
+    /// Requests hyper handed to the service whose response is not made
+    /// yet (`park.rs`).
+    pub(super) in_flight: AtomicUsize,
+    /// Bumped by every read or write that moved bytes: it stays put while
+    /// the connection is quiet (`park.rs`).
+    pub(super) moved: AtomicU64,
+    /// The connection is being parked: hyper's shutdown of the stream is
+    /// skipped, as the stream lives on without it.
+    pub(super) parking: AtomicBool,
 }
 
 impl GuardState {
@@ -170,6 +179,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for HeadGuard<S> {
         } else {
             Pin::new(&mut self.inner).poll_read(cx, buf)
         };
+        if buf.filled().len() > before {
+            self.state.moved.fetch_add(1, Ordering::Relaxed);
+        }
         if self.guarding() {
             // Only the start of the request line is kept (enough for its
             // method and 256 bytes of target); the rest is only counted.
@@ -229,7 +241,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for HeadGuard<S> {
             std::task::ready!(self.poll_reply(cx))?;
             return Poll::Ready(Ok(buf.len()));
         }
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.state.moved.fetch_add(1, Ordering::Relaxed);
+        }
+        r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.reply.is_some() {
@@ -240,6 +256,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for HeadGuard<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.reply.is_some() {
             std::task::ready!(self.poll_reply(cx))?;
+        }
+        if self.state.parking.load(Ordering::Relaxed) {
+            // Parked, not closed: the stream is taken back and waited on.
+            return Pin::new(&mut self.inner).poll_flush(cx);
         }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }

@@ -10,6 +10,7 @@
 mod client;
 pub(crate) mod guard;
 pub(crate) mod opaque;
+pub(crate) mod park;
 pub(crate) mod rewind;
 
 pub(crate) use client::{client_stack, first_head, ClientIo, Io};

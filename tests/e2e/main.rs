@@ -32,6 +32,7 @@ mod netns;
 mod ops;
 #[cfg(feature = "system-tests")] // git
 mod owners;
+mod park;
 #[cfg(feature = "system-tests")] // git, npm
 mod secret_clients;
 mod secrets;
