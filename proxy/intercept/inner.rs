@@ -94,7 +94,7 @@ impl Session {
         match self.scheme {
             Scheme::Http => {
                 let h2 = self.h2c;
-                self.serve_http(io, h2, limits, bytes, stop).await;
+                Box::pin(self.serve_http(io, h2, limits, bytes, stop)).await;
                 Served::Done
             }
             Scheme::Https => {
@@ -105,7 +105,7 @@ impl Session {
                     Err(served) => return served,
                 };
                 let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                self.serve_http(tls, h2, limits, bytes, stop).await;
+                Box::pin(self.serve_http(tls, h2, limits, bytes, stop)).await;
                 Served::Done
             }
         }
