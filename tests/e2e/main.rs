@@ -33,6 +33,7 @@ mod ops;
 #[cfg(feature = "system-tests")] // git
 mod owners;
 mod park;
+mod scale;
 #[cfg(feature = "system-tests")] // git, npm
 mod secret_clients;
 mod secrets;

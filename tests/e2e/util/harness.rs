@@ -36,9 +36,13 @@ pub const PAUSED: u8 = 1;
 /// The read end is closed (after the next line): writes fail with EPIPE.
 pub const CLOSED: u8 = 2;
 
-/// The sluice binary cargo built for these tests.
+/// The sluice binary cargo built for these tests, or `SLUICE_BIN` (the
+/// heavy scale test measures a release build that way).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_sluice")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("SLUICE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sluice").to_string())
+    })
 }
 
 impl Sluice {
