@@ -143,6 +143,12 @@ impl Tls {
                     .with_no_client_auth()
                     .with_cert_resolver(Arc::new(LeafResolver(ca.clone())));
                 server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                // A client that comes back resumes with a ticket (no
+                // certificate, no signature), however many clients there
+                // are: the ticket carries the session, encrypted under a
+                // key rotated every six hours. rustls resumes only for the
+                // same SNI, which was checked against the CONNECT host.
+                server.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
                 let mut refusals = ServerConfig::builder_with_provider(provider.clone())
                     .with_safe_default_protocol_versions()?
                     .with_no_client_auth()
