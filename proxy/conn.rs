@@ -22,7 +22,7 @@ use crate::log::Kind;
 use crate::policy::{self, target::parse_authority, Refusal, Rule, Target};
 use crate::respond::{self, ProxyBody};
 use crate::state::Live;
-use crate::tunnel::park::{self, Ended, PARK_AFTER};
+use crate::tunnel::park::{self, Ended};
 use crate::tunnel::{ClientIo, GuardState, Io};
 
 /// Serves HTTP/1.1 on one client connection until it closes.
@@ -67,7 +67,7 @@ pub(crate) async fn serve(mut stream: Box<dyn Io>, ctx: Arc<ConnCtx>) {
         ))
         .await
         {
-            Some((parked, read)) => (stream, carried, waited) = (parked, read, PARK_AFTER),
+            Some((parked, read, idle)) => (stream, carried, waited) = (parked, read, idle),
             None => return,
         }
     }
@@ -81,7 +81,7 @@ async fn serve_http(
     ctx: Arc<ConnCtx>,
     limits: crate::config::Limits,
     shutdown: tokio_util::sync::CancellationToken,
-) -> Option<(Box<dyn Io>, Vec<u8>)> {
+) -> Option<(Box<dyn Io>, Vec<u8>, std::time::Duration)> {
     let guard = Arc::new(GuardState::default());
     let stream = crate::tunnel::client_stack(
         stream,
@@ -100,11 +100,7 @@ async fn serve_http(
         // (forwarding, tunnels, interception) is large. A connection that
         // has sent nothing or half a head holds only this pointer
         // (BENCHMARKS.md, partial request heads).
-        Box::pin(async move {
-            let response = handle(ctx, req).await;
-            drop(in_flight);
-            Ok::<_, Infallible>(response)
-        })
+        Box::pin(async move { Ok::<_, Infallible>(in_flight.hold(handle(ctx, req).await)) })
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -114,7 +110,12 @@ async fn serve_http(
         .keep_alive(true);
     let conn = builder.serve_connection(stream, service).with_upgrades();
     let result = match park::serve(conn, &guard, shutdown.cancelled(), true).await {
-        Ended::Parked(stream, read) => return Some((stream, read)),
+        Ended::Parked(stream, read, idle) => {
+            // A parked connection holds nothing but its socket: what its
+            // responses taught the scanner goes too.
+            ctx.forget_memo();
+            return Some((stream, read, idle));
+        }
         Ended::Done(r) => r,
     };
     if let Err(e) = result {

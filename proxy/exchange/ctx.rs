@@ -147,6 +147,20 @@ impl ConnCtx {
         )
     }
 
+    /// Forgets what the connection's responses taught the scanner (a
+    /// parked connection holds nothing it can do without).
+    pub(crate) fn forget_memo(&self) {
+        if let Ok(mut m) = self.memo.lock() {
+            *m = None;
+        }
+    }
+
+    /// Does what `memo` learned still hold now (no reload, no taint
+    /// removed since it was taken)?
+    pub(crate) fn memo_holds(&self, memo: &Memo) -> bool {
+        memo.key == self.memo_key(memo.key.served_by.clone())
+    }
+
     fn memo_key(&self, served_by: Arc<str>) -> MemoKey {
         MemoKey {
             generation: self.shared.snapshot().generation,
@@ -162,7 +176,7 @@ impl ConnCtx {
         let Ok(mut memo) = Arc::try_unwrap(memo) else {
             return;
         };
-        if memo.key != self.memo_key(memo.key.served_by.clone()) {
+        if !self.memo_holds(&memo) {
             return;
         }
         memo.learn(learned);

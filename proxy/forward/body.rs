@@ -176,6 +176,16 @@ impl<B: Body> RelayBody<B> {
         let Some(scan) = self.scan.as_mut() else {
             return Ok(());
         };
+        // A reload or a removed taint while the body streams: what the
+        // memo says was judged under other settings, so judge afresh.
+        if scan
+            .memo
+            .as_ref()
+            .is_some_and(|(conn, m)| !conn.memo_holds(m))
+        {
+            scan.body.drop_memo();
+            scan.memo = None;
+        }
         let fed = scan.body.feed(data);
         if !fed.names.is_empty() || !fed.pending.is_empty() || scan.record.holds() {
             scan.record.add(fed.names, fed.pending);

@@ -192,8 +192,11 @@ impl Session {
                 let conn = http1(&session, &guard, io, first, limits);
                 Box::pin(park::serve(conn, &guard, stop, false)).await
             };
-            let (parked, read) = match r {
-                Ended::Parked(parked, read) => (parked, read),
+            let (parked, read, idle_for) = match r {
+                Ended::Parked(parked, read, idle) => {
+                    ctx.forget_memo();
+                    (parked, read, idle)
+                }
                 // A request line hyper rejects gets sluice's answer and a
                 // log row, as on a client connection.
                 Ended::Done(Err(e)) if e.is_parse() || e.is_parse_too_large() => {
@@ -207,7 +210,7 @@ impl Session {
             io = parked;
             let _parked = park::Parked::new();
             let wait = tokio::time::timeout(
-                limits.header_timeout.saturating_sub(park::PARK_AFTER),
+                limits.header_timeout.saturating_sub(idle_for),
                 tunnel::first_head(&mut io, read, limits.max_header_bytes),
             );
             first = tokio::select! {
@@ -305,11 +308,7 @@ where
     let service = service_fn(move |req: Request<Incoming>| -> RequestFuture {
         let in_flight = served.request();
         let session = session.clone();
-        Box::pin(async move {
-            let response = session.request(req).await;
-            drop(in_flight);
-            Ok::<_, Infallible>(response)
-        })
+        Box::pin(async move { Ok::<_, Infallible>(in_flight.hold(session.request(req).await)) })
     });
     let io = HeadGuard::new(io, guard.clone(), task, limits.max_header_bytes).replaying(first);
     hyper::server::conn::http1::Builder::new()

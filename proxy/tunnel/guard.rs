@@ -35,6 +35,8 @@ pub(crate) struct GuardState {
     /// The connection is being parked: hyper's shutdown of the stream is
     /// skipped, as the stream lives on without it.
     pub(super) parking: AtomicBool,
+    /// When the last response ended (`park.rs`'s clock), 0 before any.
+    pub(super) idle_since: AtomicU64,
 }
 
 impl GuardState {

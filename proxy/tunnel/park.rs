@@ -19,27 +19,82 @@
 //! decide anything about requests, or read past what hyper had read.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use hyper::body::{Body, Incoming};
+use http::Response;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1::UpgradeableConnection;
 use hyper::service::HttpService;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{GuardState, HeadGuard};
+use crate::respond::ProxyBody;
 
 /// Quiet time after which an idle connection is parked.
 pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
 
-/// A request hyper handed to the service, until its response is made.
+/// A request hyper handed to the service, until its response body has
+/// ended (or was dropped): while one is held the connection is not
+/// parked.
 pub(crate) struct InFlight(Arc<GuardState>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        // The connection went idle now: a parked wait for the next head
+        // counts from here, as hyper's header timer would.
+        self.0.idle_since.store(since_start(), Ordering::Relaxed);
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Milliseconds since the first call (a clock the guard can keep in an
+/// atomic).
+fn since_start() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+impl InFlight {
+    /// The response, its body holding the token until it ends.
+    pub(crate) fn hold(self, response: Response<ProxyBody>) -> Response<ProxyBody> {
+        response.map(|inner| {
+            Holding {
+                inner,
+                _token: self,
+            }
+            .boxed()
+        })
+    }
+}
+
+/// A response body that keeps its request in flight until hyper drops it
+/// (at its end, or when the connection goes).
+struct Holding {
+    inner: ProxyBody,
+    _token: InFlight,
+}
+
+impl Body for Holding {
+    type Data = bytes::Bytes;
+    type Error = crate::respond::BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -65,6 +120,15 @@ impl GuardState {
             last = now;
         }
     }
+
+    /// How long the connection has been idle (since its last response
+    /// ended, or [`PARK_AFTER`] if it served none).
+    fn idle_for(&self) -> Duration {
+        match self.idle_since.load(Ordering::Relaxed) {
+            0 => PARK_AFTER,
+            at => Duration::from_millis(since_start().saturating_sub(at)),
+        }
+    }
 }
 
 /// Counts a parked connection in `sluice_parked_connections` while it
@@ -88,12 +152,20 @@ impl Drop for Parked {
 pub(crate) enum Ended<S> {
     /// Closed, upgraded (its stream went to the upgrade), or stopped.
     Done(hyper::Result<()>),
-    /// Parked: the stream, and the bytes hyper had read but not used.
-    Parked(S, Vec<u8>),
+    /// Parked: the stream, the bytes hyper had read but not used, and how
+    /// long the connection has been idle (a wait for its next head counts
+    /// from then).
+    Parked(S, Vec<u8>, Duration),
 }
 
 /// Serves `conn` until it ends or parks. `stop` ends it: gracefully
 /// (what is in flight finishes) when `graceful`, else at once.
+///
+/// Only a connection hyper holds idle is parked: hyper closes an idle
+/// connection at once when asked to shut down gracefully, so the
+/// connection must be done on the very next poll. If it is not (a request
+/// body still arriving after its response), it is left to hyper, which
+/// now closes it once that exchange is over.
 pub(crate) async fn serve<S, Svc, B>(
     mut conn: UpgradeableConnection<TokioIo<HeadGuard<S>>, Svc>,
     guard: &GuardState,
@@ -108,7 +180,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     tokio::pin!(stop);
-    let (mut stopping, mut parking) = (false, false);
+    let (mut stopping, mut tried) = (false, false);
     let r = loop {
         tokio::select! {
             r = &mut conn => break r,
@@ -119,16 +191,37 @@ where
                 stopping = true;
                 Pin::new(&mut conn).graceful_shutdown();
             }
-            () = guard.quiet(), if !parking && !stopping => {
-                parking = true;
+            () = guard.quiet(), if !tried && !stopping => {
+                tried = true;
                 guard.parking.store(true, Ordering::Relaxed);
                 Pin::new(&mut conn).graceful_shutdown();
+                let now = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut conn).poll(cx))).await;
+                match now {
+                    Poll::Ready(Ok(())) => return take_apart(conn, guard),
+                    Poll::Ready(Err(e)) => break Err(e),
+                    // Not idle after all: hyper finishes and closes it.
+                    Poll::Pending => guard.parking.store(false, Ordering::Relaxed),
+                }
             }
         }
     };
-    if r.is_err() || !parking || stopping {
-        return Ended::Done(r);
-    }
+    guard.parking.store(false, Ordering::Relaxed);
+    Ended::Done(r)
+}
+
+/// hyper's connection, shut down while idle, taken apart.
+fn take_apart<S, Svc, B>(
+    conn: UpgradeableConnection<TokioIo<HeadGuard<S>>, Svc>,
+    guard: &GuardState,
+) -> Ended<S>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    Svc: HttpService<Incoming, ResBody = B> + Unpin,
+    Svc::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    guard.parking.store(false, Ordering::Relaxed);
     // None: the connection was upgraded after all.
     match conn.into_parts() {
         Some(parts) => {
@@ -137,7 +230,7 @@ where
             // not handed it yet.
             let mut carried = parts.read_buf.to_vec();
             carried.extend_from_slice(&unread);
-            Ended::Parked(stream, carried)
+            Ended::Parked(stream, carried, guard.idle_for())
         }
         None => Ended::Done(Ok(())),
     }

@@ -222,3 +222,24 @@ fn an_intercepted_session_is_parked_and_served_again() {
     assert_eq!(up.requests_to("up.example.com"), 2);
     one_connection(&s, 3);
 }
+
+/// A request that asks for the connection to close gets its answer and
+/// then the close: parking never keeps a connection hyper was ending.
+#[test]
+fn a_connection_close_request_is_answered_and_closed_not_parked() {
+    let up = Upstream::start();
+    let (_dns, s) = start(&up, "");
+    let p = up.port();
+    let mut c = TcpStream::connect(s.proxy_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "GET http://up.example.com:{p}/big?n=5000 HTTP/1.1\r\nHost: up.example.com:{p}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let (status, _, body) = read_one(&mut c);
+    assert_eq!((status, body), (200, pattern(5000)));
+    let mut rest = [0u8; 16];
+    assert_eq!(c.read(&mut rest).unwrap(), 0, "the connection closed");
+    assert_eq!(s.metric("sluice_parked_connections"), 0);
+}

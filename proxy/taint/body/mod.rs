@@ -461,6 +461,18 @@ impl BodyScanner {
         }
     }
 
+    /// Stops skipping by the memo (its knowledge no longer holds), in
+    /// every reading; the tokens judged with its help are judged again.
+    pub(crate) fn drop_memo(&mut self) {
+        self.sink.memo = None;
+        let scanner = std::mem::take(&mut self.sink.scanner);
+        self.sink.scanner = scanner.with_memo(None).forget_seen();
+        self.sink.learned.clear();
+        for alt in &mut self.alts {
+            alt.drop_memo();
+        }
+    }
+
     /// What every reading judged (after [`BodyScanner::finish`]: its names
     /// were all handed out), for the connection's memo.
     pub(crate) fn learned(&mut self) -> Vec<Seen> {

@@ -253,6 +253,13 @@ impl Scanner {
         self
     }
 
+    /// Forgets which tokens this stream judged: each is judged again
+    /// when next seen (under the settings of that moment).
+    pub(crate) fn forget_seen(mut self) -> Self {
+        self.seen.clear();
+        self
+    }
+
     /// The tokens this stream judged (not those its memo held), for the
     /// connection's memo; the stream forgets them.
     pub(crate) fn take_seen(&mut self) -> memo::Seen {
