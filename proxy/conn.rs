@@ -93,7 +93,7 @@ async fn serve_http(
     let svc_ctx = ctx.clone();
     let svc_guard = guard.clone();
     let service = service_fn(move |req| {
-        let in_flight = svc_guard.request();
+        let in_flight = svc_guard.request(&req);
         let ctx = svc_ctx.clone();
         // Boxed: hyper sets aside room for one in-flight request future
         // per connection from its first byte on, and a request's future

@@ -58,6 +58,20 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
 }
 
+/// The series kept in statics (one per process, not per `Metrics`).
+fn register_process_wide(registry: &mut Registry) {
+    registry.register(
+        "sluice_console_lines_dropped",
+        "sluice's own log lines and stdout rows dropped: the reader fell behind or went away",
+        crate::console::DROPPED.clone(),
+    );
+    registry.register(
+        "sluice_parked_connections",
+        "HTTP/1 connections parked: quiet between requests, waiting on their socket alone with hyper's buffers given back",
+        PARKED.clone(),
+    );
+}
+
 /// Connections parked now (`tunnel::park`), of every task.
 pub(crate) static PARKED: std::sync::LazyLock<Gauge> = std::sync::LazyLock::new(Gauge::default);
 
@@ -177,16 +191,7 @@ impl Metrics {
             "Opaque tunnels relayed, by path: splice (kernel, zero-copy) or buffered",
             m.opaque_relays.clone(),
         );
-        registry.register(
-            "sluice_console_lines_dropped",
-            "sluice's own log lines and stdout rows dropped: the reader fell behind or went away",
-            crate::console::DROPPED.clone(),
-        );
-        registry.register(
-            "sluice_parked_connections",
-            "HTTP/1 connections parked: quiet between requests, waiting on their socket alone with hyper's buffers given back",
-            PARKED.clone(),
-        );
+        register_process_wide(&mut registry);
         registry.register(
             "sluice_upstream_connect_seconds",
             "Time to connect upstream (TCP, and TLS for intercepted HTTPS)",

@@ -161,6 +161,12 @@ impl ConnCtx {
         memo.key == self.memo_key(memo.key.served_by.clone())
     }
 
+    /// The settings a response's names are judged under now: the config
+    /// generation and the taint set's epoch.
+    pub(crate) fn judged_under(&self) -> (u64, u64) {
+        (self.shared.snapshot().generation, self.task.taint.epoch())
+    }
+
     fn memo_key(&self, served_by: Arc<str>) -> MemoKey {
         MemoKey {
             generation: self.shared.snapshot().generation,

@@ -90,6 +90,9 @@ pub(super) struct Scan {
     pub(super) record: Recorder,
     /// The connection's memo this response skips by and adds to.
     pub(super) memo: Option<(Arc<crate::exchange::ConnCtx>, Arc<Memo>)>,
+    /// The config generation and taint epoch the stream's tokens were
+    /// judged under (`ConnCtx::judged_under`).
+    pub(super) judged_under: (u64, u64),
 }
 
 /// A response body relayed to the client: scans it for host names before
@@ -177,14 +180,14 @@ impl<B: Body> RelayBody<B> {
             return Ok(());
         };
         // A reload or a removed taint while the body streams: what the
-        // memo says was judged under other settings, so judge afresh.
-        if scan
-            .memo
-            .as_ref()
-            .is_some_and(|(conn, m)| !conn.memo_holds(m))
-        {
-            scan.body.drop_memo();
-            scan.memo = None;
+        // memo and the stream say was judged, was judged under other
+        // settings, so judge afresh (every time it happens).
+        if let Some((conn, _)) = &scan.memo {
+            let now = conn.judged_under();
+            if now != scan.judged_under {
+                scan.body.drop_memo();
+                scan.judged_under = now;
+            }
         }
         let fed = scan.body.feed(data);
         if !fed.names.is_empty() || !fed.pending.is_empty() || scan.record.holds() {

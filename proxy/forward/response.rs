@@ -158,6 +158,7 @@ fn scan_for(
         body,
         task: task.clone(),
         record,
+        judged_under: (memo.key.generation, memo.key.epoch),
         memo: Some((cx.conn.clone(), memo)),
     })
 }

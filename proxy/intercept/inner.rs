@@ -177,10 +177,26 @@ impl Session {
             }
             return;
         }
-        // HTTP/1: served until it ends, parked whenever it goes quiet
+        // HTTP/1: each head read whole before hyper's connection exists
+        // (as `conn::serve` reads a client's), served until the
+        // connection ends, parked whenever it goes quiet
         // (`tunnel::park`), and served again from its next head.
-        let (mut io, mut first) = (io, Vec::new());
+        let (mut io, mut read, mut idle_for) = (io, Vec::new(), std::time::Duration::ZERO);
         loop {
+            let parked = (!idle_for.is_zero()).then(park::Parked::new);
+            let wait = tokio::time::timeout(
+                limits.header_timeout.saturating_sub(idle_for),
+                tunnel::first_head(&mut io, read, limits.max_header_bytes),
+            );
+            let first = tokio::select! {
+                r = wait => match r {
+                    Ok(Ok(head)) if !head.is_empty() => head,
+                    _ => return,
+                },
+                _ = revoked.cancelled() => return,
+                _ = &mut idle => return,
+            };
+            drop(parked);
             let guard = Arc::new(GuardState::default());
             let r = {
                 let stop = async {
@@ -192,10 +208,10 @@ impl Session {
                 let conn = http1(&session, &guard, io, first, limits);
                 Box::pin(park::serve(conn, &guard, stop, false)).await
             };
-            let (parked, read, idle_for) = match r {
-                Ended::Parked(parked, read, idle) => {
+            match r {
+                Ended::Parked(parked, carried, idle) => {
                     ctx.forget_memo();
-                    (parked, read, idle)
+                    (io, read, idle_for) = (parked, carried, idle);
                 }
                 // A request line hyper rejects gets sluice's answer and a
                 // log row, as on a client connection.
@@ -206,21 +222,7 @@ impl Session {
                     return tracing::debug!(error = %e, "connection inside a tunnel ended with an error");
                 }
                 Ended::Done(Ok(())) => return,
-            };
-            io = parked;
-            let _parked = park::Parked::new();
-            let wait = tokio::time::timeout(
-                limits.header_timeout.saturating_sub(idle_for),
-                tunnel::first_head(&mut io, read, limits.max_header_bytes),
-            );
-            first = tokio::select! {
-                r = wait => match r {
-                    Ok(Ok(head)) if !head.is_empty() => head,
-                    _ => return,
-                },
-                _ = revoked.cancelled() => return,
-                _ = &mut idle => return,
-            };
+            }
         }
     }
 
@@ -306,7 +308,7 @@ where
     let task = session.ctx.task.id.clone();
     let (session, served) = (session.clone(), guard.clone());
     let service = service_fn(move |req: Request<Incoming>| -> RequestFuture {
-        let in_flight = served.request();
+        let in_flight = served.request(&req);
         let session = session.clone();
         Box::pin(async move { Ok::<_, Infallible>(in_flight.hold(session.request(req).await)) })
     });

@@ -37,6 +37,10 @@ pub(crate) struct GuardState {
     pub(super) parking: AtomicBool,
     /// When the last response ended (`park.rs`'s clock), 0 before any.
     pub(super) idle_since: AtomicU64,
+    /// The connection ends or turns into something else after its
+    /// exchange (`Connection: close`, HTTP/1.0, CONNECT, an upgrade): it
+    /// is never parked.
+    pub(super) no_park: AtomicBool,
 }
 
 impl GuardState {

@@ -61,8 +61,15 @@ fn since_start() -> u64 {
 }
 
 impl InFlight {
-    /// The response, its body holding the token until it ends.
+    /// The response, its body holding the token until it ends. A
+    /// response that ends the connection or switches it to another
+    /// protocol keeps it from being parked.
     pub(crate) fn hold(self, response: Response<ProxyBody>) -> Response<ProxyBody> {
+        if response.status() == http::StatusCode::SWITCHING_PROTOCOLS
+            || says_close(response.headers())
+        {
+            self.0.no_park.store(true, Ordering::Relaxed);
+        }
         response.map(|inner| {
             Holding {
                 inner,
@@ -100,9 +107,20 @@ impl Body for Holding {
 
 impl GuardState {
     /// A request arrived: the guard steps aside, and the connection is
-    /// not parked until the returned token is dropped.
-    pub(crate) fn request(self: &Arc<Self>) -> InFlight {
+    /// not parked until the returned token is dropped — nor ever, if the
+    /// request ends the connection (`Connection: close`, HTTP/1.0 without
+    /// keep-alive) or turns it into a tunnel (CONNECT, an upgrade).
+    pub(crate) fn request<B>(self: &Arc<Self>, req: &http::Request<B>) -> InFlight {
         self.served();
+        let h = req.headers();
+        let keeps = match req.version() {
+            http::Version::HTTP_10 => says(h, "keep-alive"),
+            _ => !says_close(h),
+        };
+        if !keeps || req.method() == http::Method::CONNECT || h.contains_key(http::header::UPGRADE)
+        {
+            self.no_park.store(true, Ordering::Relaxed);
+        }
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         InFlight(self.clone())
     }
@@ -114,7 +132,10 @@ impl GuardState {
         loop {
             tokio::time::sleep(PARK_AFTER).await;
             let now = self.moved.load(Ordering::Relaxed);
-            if now == last && self.in_flight.load(Ordering::Acquire) == 0 {
+            if now == last
+                && self.in_flight.load(Ordering::Acquire) == 0
+                && !self.no_park.load(Ordering::Relaxed)
+            {
                 return;
             }
             last = now;
@@ -129,6 +150,19 @@ impl GuardState {
             at => Duration::from_millis(since_start().saturating_sub(at)),
         }
     }
+}
+
+/// Does a `Connection` header name `close`?
+fn says_close(h: &http::HeaderMap) -> bool {
+    says(h, "close")
+}
+
+/// Does a `Connection` header name `token`?
+fn says(h: &http::HeaderMap, token: &str) -> bool {
+    h.get_all(http::header::CONNECTION).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    })
 }
 
 /// Counts a parked connection in `sluice_parked_connections` while it
