@@ -364,6 +364,46 @@ fn tinyproxy() -> Option<Proxy> {
     )
 }
 
+/// mitmproxy (`mitmdump` on PATH, from PyPI: `pip install mitmproxy`),
+/// intercepting like sluice: its own CA (the client trusts it), the
+/// upstream verified against the bench's certificate. Its CA is the second
+/// value.
+fn mitmproxy(up: &Upstreams) -> Option<(Proxy, CertificateDer<'static>)> {
+    let path = std::env::var_os("PATH")?;
+    let bin = std::env::split_paths(&path)
+        .map(|d| d.join("mitmdump"))
+        .find(|p| p.exists())?;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("up.pem"), &up.cert_pem).unwrap();
+    let port = free_port();
+    let d = dir.path().display().to_string();
+    let child = Command::new(bin)
+        .args(["-q", "--listen-host", "127.0.0.1", "--listen-port"])
+        .arg(port.to_string())
+        .args(["--set", &format!("confdir={d}")])
+        .args([
+            "--set",
+            &format!("ssl_verify_upstream_trusted_ca={d}/up.pem"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let proxy = Proxy {
+        name: "mitmproxy".into(),
+        addr: Some(([127, 0, 0, 1], port).into()),
+        child: Some(child),
+        host: "127.0.0.1".into(),
+        _dir: Some(dir),
+    };
+    if !wait_port(port) {
+        return None;
+    }
+    use rustls::pki_types::pem::PemObject;
+    let ca = CertificateDer::from_pem_file(format!("{d}/mitmproxy-ca-cert.pem")).ok()?;
+    Some((proxy, ca))
+}
+
 // --------------------------------------------------------- process metrics
 
 /// CPU time (user + system) of a process and its threads.
@@ -1225,31 +1265,27 @@ fn main() {
     }
 
     // The default path's bulk: keep-alive HTTPS, TLS both ways, every
-    // body scanned.
+    // body scanned (mitmproxy beside it, when installed).
     if only("bulk") {
         let icpt = sluice(&up, "sluice (intercept)", "all", "enforce");
         let ca = sluice_ca(&icpt);
         let d = direct();
+        let mitm = mitmproxy(&up);
         rt.block_on(async {
             for (path, what) in [
                 ("/rand1m", "1 MiB random bytes"),
                 ("/hosts", "380 KiB HTML naming 4,000 hosts"),
             ] {
-                for p in [&d, &icpt] {
-                    let roots = if p.addr.is_some() {
-                        ca.clone()
-                    } else {
-                        up.cert.clone()
-                    };
+                let mut paths = vec![(&d, up.cert.clone()), (&icpt, ca.clone())];
+                if let Some((m, mca)) = &mitm {
+                    paths.push((m, mca.clone()));
+                }
+                for (p, roots) in paths {
                     let r = https(p, &up, vec![roots], path, 4, true).await;
                     let mib = r.bytes as f64 / 1048576.0;
                     table.add(
                         &format!("HTTPS keep-alive ×4, {what}"),
-                        if p.addr.is_some() {
-                            "sluice (intercept)"
-                        } else {
-                            "direct"
-                        },
+                        &p.name,
                         "MB/s",
                         r.mbps(),
                         format!("{} CPU µs/MiB, {} errors", cpu_per(p, &r, mib), r.errors),
