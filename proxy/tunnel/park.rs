@@ -231,7 +231,10 @@ where
                 Pin::new(&mut conn).graceful_shutdown();
                 let now = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut conn).poll(cx))).await;
                 match now {
-                    Poll::Ready(Ok(())) => return take_apart(conn, guard),
+                    Poll::Ready(Ok(())) => {
+                        let parts = conn.into_parts().map(|p| (p.io, p.read_buf));
+                        return take_apart(parts, guard);
+                    }
                     Poll::Ready(Err(e)) => break Err(e),
                     // Not idle after all: hyper finishes and closes it.
                     Poll::Pending => guard.parking.store(false, Ordering::Relaxed),
@@ -243,29 +246,20 @@ where
     Ended::Done(r)
 }
 
-/// hyper's connection, shut down while idle, taken apart.
-fn take_apart<S, Svc, B>(
-    conn: UpgradeableConnection<TokioIo<HeadGuard<S>>, Svc>,
+/// hyper's connection, shut down while idle, taken apart (None: it was
+/// upgraded after all).
+fn take_apart<S: AsyncRead + AsyncWrite + Unpin>(
+    parts: Option<(TokioIo<HeadGuard<S>>, bytes::Bytes)>,
     guard: &GuardState,
-) -> Ended<S>
-where
-    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-    Svc: HttpService<Incoming, ResBody = B> + Unpin,
-    Svc::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+) -> Ended<S> {
     guard.parking.store(false, Ordering::Relaxed);
-    // None: the connection was upgraded after all.
-    match conn.into_parts() {
-        Some(parts) => {
-            let (stream, unread) = parts.io.into_inner().into_parts();
-            // What hyper read but did not use, then what the guard had
-            // not handed it yet.
-            let mut carried = parts.read_buf.to_vec();
-            carried.extend_from_slice(&unread);
-            Ended::Parked(stream, carried, guard.idle_for())
-        }
-        None => Ended::Done(Ok(())),
-    }
+    let Some((io, read_buf)) = parts else {
+        return Ended::Done(Ok(()));
+    };
+    let (stream, unread) = io.into_inner().into_parts();
+    // What hyper read but did not use, then what the guard had not
+    // handed it yet.
+    let mut carried = read_buf.to_vec();
+    carried.extend_from_slice(&unread);
+    Ended::Parked(stream, carried, guard.idle_for())
 }

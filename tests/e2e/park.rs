@@ -33,40 +33,6 @@ fn parked(s: &Sluice, n: u64) {
     );
 }
 
-/// Reads one Content-Length framed response: its status, head and body.
-fn read_one(c: &mut impl Read) -> (u16, String, Vec<u8>) {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 8192];
-    let head_end = loop {
-        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = c.read(&mut buf).unwrap();
-        assert!(
-            n > 0,
-            "closed before a whole head: {:?}",
-            String::from_utf8_lossy(&got)
-        );
-        got.extend_from_slice(&buf[..n]);
-    };
-    let head = String::from_utf8_lossy(&got[..head_end]).to_string();
-    let len: usize = head
-        .to_ascii_lowercase()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    while got.len() < head_end + len {
-        let n = c.read(&mut buf).unwrap();
-        assert!(n > 0, "closed inside a body");
-        got.extend_from_slice(&buf[..n]);
-    }
-    let status = head[9..12].parse().unwrap();
-    (status, head, got[head_end..head_end + len].to_vec())
-}
-
 /// Every row for up.example.com came over one client connection.
 fn one_connection(s: &Sluice, rows: usize) {
     let rows: Vec<_> = s

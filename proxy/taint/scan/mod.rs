@@ -343,7 +343,7 @@ impl Scanner {
     fn feed_run(&mut self, chunk: &[u8], found: &mut impl FnMut(Named)) {
         let n = chunk.len();
         let mut i = 0;
-        let mut next = Triggers::new(chunk);
+        let mut next = Triggers::new();
         // The fast path is not tried again before this.
         let mut fast_from = 0;
         while i < n {

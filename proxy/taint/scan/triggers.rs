@@ -20,7 +20,7 @@ pub(super) struct Triggers {
 }
 
 impl Triggers {
-    pub(super) fn new(_chunk: &[u8]) -> Self {
+    pub(super) fn new() -> Self {
         Triggers {
             base: 0,
             mask: 0,
@@ -141,7 +141,7 @@ mod tests {
                     }
                 })
                 .collect();
-            let mut t = Triggers::new(&chunk);
+            let mut t = Triggers::new();
             // Forward jumps of every size, as the scanner makes them.
             let mut i = 0;
             while i <= chunk.len() {
